@@ -1,0 +1,130 @@
+"""Running Go: finding a usable ``go``, building wrapper modules, running controller-gen."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from gpucluster.errors import ToolError
+from gpucluster.toolchain.versions import CRD_PACKAGES, MIN_GO, Tool
+
+Progress = Callable[[str], None]
+
+_GO_HINT = (
+    "Go ≥ {min} is needed to build the toolchain: apt-get install golang (Debian ≥ 13), "
+    "or put a Go ≥ {min} toolchain's bin/ folder on PATH (or set GPUCLUSTER_GO to the go binary)"
+)
+
+
+#: Where Go lands when installed from the upstream tarball but not put on PATH.
+FALLBACK_GO: tuple[str, ...] = ("/usr/local/go/bin/go",)
+
+
+class GoMissing(ToolError):
+    """No usable Go toolchain was found."""
+
+    exit_code = 2
+
+
+def wrappers_root() -> Path:
+    """The repository's ``tools/`` folder holding the wrapper modules."""
+    explicit = os.environ.get("GPUCLUSTER_TOOLS_SRC")
+    if explicit:
+        return Path(explicit)
+    return Path(__file__).resolve().parents[3] / "tools"
+
+
+def find_go() -> tuple[Path, str]:
+    """Return (go binary, version such as ``go1.26.8``); raise :class:`GoMissing` otherwise."""
+    hint = _GO_HINT.format(min=".".join(map(str, MIN_GO)))
+    candidates = [os.environ.get("GPUCLUSTER_GO"), shutil.which("go"), *FALLBACK_GO]
+    go = next((Path(c) for c in candidates if c and Path(c).is_file() and os.access(c, os.X_OK)), None)
+    if go is None:
+        raise GoMissing(f"no `go` found. {hint}")
+    try:
+        out = subprocess.run(
+            [str(go), "env", "GOVERSION"], capture_output=True, text=True, timeout=60, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        raise GoMissing(f"{go} does not run ({err}). {hint}") from err
+    match = re.match(r"go(\d+)\.(\d+)", out)
+    if not match or (int(match[1]), int(match[2])) < MIN_GO:
+        raise GoMissing(f"{go} is {out or 'of unknown version'}. {hint}")
+    return go, out
+
+
+def go_env(go: Path) -> dict[str, str]:
+    """Environment for reproducible, static, module-mode builds that never switch toolchains.
+
+    ``go``'s folder leads PATH so that tools calling ``go`` themselves (controller-gen) find it.
+    """
+    env = dict(os.environ)
+    env["PATH"] = f"{go.parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(
+        GOWORK="off",
+        GOTOOLCHAIN="local",
+        CGO_ENABLED="0",
+        GOFLAGS="-mod=mod -buildvcs=false",
+    )
+    return env
+
+
+def _run_logged(cmd: Sequence[str], cwd: Path, log: Path, label: str, progress: Progress | None) -> None:
+    """Run ``cmd`` with output to ``log``, reporting every minute; raise ToolError on failure."""
+    go, _ = find_go()
+    start = time.monotonic()
+    with log.open("w") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=go_env(go), stdout=fh, stderr=subprocess.STDOUT)
+        next_note = 60.0
+        while proc.poll() is None:
+            time.sleep(0.5)
+            elapsed = time.monotonic() - start
+            if progress and elapsed >= next_note:
+                progress(f"  … still building {label} ({elapsed:.0f} s)")
+                next_note += 60.0
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise ToolError(f"building {label} failed (exit {proc.returncode}); full log: {log}\n{tail}")
+
+
+def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress | None = None) -> None:
+    """Build the main packages of ``tools`` (all from one wrapper module) into ``out_dir``."""
+    modules = {t.module for t in tools}
+    if len(modules) != 1:
+        raise ValueError(f"build_go needs tools of one wrapper module, got {sorted(modules)}")
+    go, _ = find_go()
+    module_dir = wrappers_root() / modules.pop()
+    if not (module_dir / "go.mod").is_file():
+        raise ToolError(f"wrapper module {module_dir}/go.mod is missing (set GPUCLUSTER_TOOLS_SRC?)")
+    ldflags = ["-s", "-w"]
+    for tool in tools:
+        ldflags += [f for f in tool.ldflags if f not in ldflags]
+    cmd = [str(go), "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", f"{out_dir}/"]
+    cmd += [t.package for t in tools]
+    _run_logged(cmd, module_dir, log, ", ".join(t.name for t in tools), progress)
+    for tool in tools:
+        built = out_dir / Path(tool.package).name
+        if built.name != tool.binary:
+            built.rename(out_dir / tool.binary)
+
+
+def generate_crds(controller_gen: Path, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
+    """Run controller-gen over :data:`CRD_PACKAGES` (resolved in ``tools/crds``) into ``out_dir``.
+
+    Descriptions are dropped (``maxDescLen=0``): validation is unchanged and the Prometheus-family
+    CRDs shrink from megabytes to a size the local API server loads quickly.
+    """
+    module_dir = wrappers_root() / "crds"
+    cmd = [str(controller_gen), "crd:crdVersions=v1,maxDescLen=0"]
+    cmd += [f"paths={pkg}" for pkg in CRD_PACKAGES]
+    cmd += [f"output:crd:dir={out_dir}"]
+    _run_logged(cmd, module_dir, log, "CRDs", progress)
+    if not any(out_dir.glob("*.yaml")):
+        raise ToolError(f"controller-gen produced no CRDs; log: {log}")

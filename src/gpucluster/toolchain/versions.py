@@ -1,0 +1,132 @@
+"""The pinned toolchain: every tool gpucluster builds from Go modules, in one place.
+
+Adding a tool takes one :data:`TOOLS` entry plus a wrapper module folder under the repository's
+``tools/`` (a ``go.mod`` that requires the upstream module and a ``tool`` directive naming the
+package; ``go mod tidy`` fills ``go.sum``). Tools that share a wrapper module (the Kubernetes
+binaries) are built by one ``go build`` call, so they share one compile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Kubernetes release of the control plane binaries; its staging modules are at v0.<minor>.<patch>.
+KUBERNETES = "v1.36.3"
+ETCD = "v3.6.16"
+KWOK = "v0.8.0"
+CONTROLLER_TOOLS = "v0.20.0"
+#: Upstream API modules whose CRDs controller-gen generates (see tools/crds/go.mod).
+PROMETHEUS_OPERATOR = "v0.95.2"
+WHEREABOUTS = "v0.9.2"
+
+#: Oldest Go that builds every pinned module (their go.mod files say go 1.24 … 1.26).
+MIN_GO = (1, 24)
+
+
+def _k8s_ldflags(version: str) -> list[str]:
+    """``-X`` flags that stamp the release into both version packages (as hack/lib/version.sh does)."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags: list[str] = []
+    for pkg in ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return flags
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One binary (or generated artifact directory) in the toolchain.
+
+    ``module`` is the wrapper folder under ``tools/``; ``package`` the Go main package to build.
+    ``version_args`` runs the binary to learn its version (for reusing one found on PATH);
+    ``version_text`` is the substring that output must contain for an exact match.
+    ``kind`` is ``"go"`` for a ``go build`` or ``"crds"`` for controller-gen output.
+    """
+
+    name: str
+    version: str
+    module: str
+    package: str = ""
+    ldflags: tuple[str, ...] = ()
+    version_args: tuple[str, ...] = ("--version",)
+    version_text: str = ""
+    kind: str = "go"
+    needs: tuple[str, ...] = field(default_factory=tuple)
+    optional: bool = False
+
+    @property
+    def binary(self) -> str:
+        """File name in the cache (a directory name for generated artifacts)."""
+        return self.name
+
+
+def _k8s(name: str, *, optional: bool = False, version_args: tuple[str, ...] = ("--version",)) -> Tool:
+    return Tool(
+        name=name,
+        version=KUBERNETES,
+        module="k8s",
+        package=f"k8s.io/kubernetes/cmd/{name}",
+        ldflags=tuple(_k8s_ldflags(KUBERNETES)),
+        version_args=version_args,
+        version_text=f"{KUBERNETES}\n" if name == "kubectl" else f"Kubernetes {KUBERNETES}\n",
+        optional=optional,
+    )
+
+
+_ALL: list[Tool] = [
+    _k8s("kube-apiserver"),
+    _k8s("kube-controller-manager"),
+    _k8s("kube-scheduler"),
+    _k8s("kubectl", version_args=("version", "--client")),
+    # For the Ansible air-gapped path; they reuse the compile cache of the four above.
+    _k8s("kubeadm", optional=True, version_args=("version", "-o", "short")),
+    _k8s("kubelet", optional=True),
+    Tool(
+        name="etcd",
+        version=ETCD,
+        module="etcd",
+        package="go.etcd.io/etcd/server/v3",
+        version_text=f"etcd Version: {ETCD.lstrip('v')}\n",
+    ),
+    Tool(
+        name="kwok",
+        version=KWOK,
+        module="kwok",
+        package="sigs.k8s.io/kwok/cmd/kwok",
+        ldflags=(f"-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK.lstrip('v')}",),
+        version_text=f"{KWOK.lstrip('v')}",
+    ),
+    Tool(
+        name="controller-gen",
+        version=CONTROLLER_TOOLS,
+        module="controller-gen",
+        package="sigs.k8s.io/controller-tools/cmd/controller-gen",
+        ldflags=(f"-X sigs.k8s.io/controller-tools/pkg/version.version={CONTROLLER_TOOLS}",),
+        version_text=f"Version: {CONTROLLER_TOOLS}\n",
+    ),
+    Tool(
+        name="crds",
+        version=f"monitoring-{PROMETHEUS_OPERATOR}_whereabouts-{WHEREABOUTS}_cg-{CONTROLLER_TOOLS}",
+        module="crds",
+        kind="crds",
+        needs=("controller-gen",),
+        version_args=(),
+    ),
+]
+
+#: Every known tool by name, in build order.
+TOOLS: dict[str, Tool] = {t.name: t for t in _ALL}
+
+#: Go API packages (inside tools/crds) that controller-gen turns into CRDs.
+CRD_PACKAGES: tuple[str, ...] = (
+    "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",
+    "github.com/k8snetworkplumbingwg/whereabouts/pkg/api/whereabouts.cni.cncf.io/v1alpha1",
+)
+
+#: What ``ensure()`` builds when no names are given: everything not marked optional.
+DEFAULT_TOOLS: tuple[str, ...] = tuple(t.name for t in _ALL if not t.optional)

@@ -1,0 +1,192 @@
+"""Unit tests of the toolchain cache, resolution and CLI, with a stand-in `go` (no compiling)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpucluster.toolchain import TOOLS, GoMissing, ToolMissing, cache, core, gobuild
+from gpucluster.toolchain.cli import tools
+from gpucluster.toolchain.versions import DEFAULT_TOOLS, KUBERNETES
+
+# A fake `go`: answers `go env GOVERSION`, and for `go build ... -o DIR/ PKG...` writes one script per
+# package into DIR that prints a version line. Every call is appended to $FAKE_GO_LOG.
+FAKE_GO = """#!/bin/sh
+echo "$@" >> "$FAKE_GO_LOG"
+if [ "$1" = env ]; then echo "${FAKE_GO_VERSION:-go1.26.8}"; exit 0; fi
+if [ -n "$FAKE_GO_FAIL" ]; then echo "compile error: boom" >&2; exit 1; fi
+out=""; pkgs=""; take=0
+for a in "$@"; do
+  if [ $take = 1 ]; then out="$a"; take=0; continue; fi
+  case "$a" in -o) take=1 ;; -*|build) ;; *) pkgs="$pkgs $a" ;; esac
+done
+for p in $pkgs; do
+  case "$p" in *\\ *|*=*) continue ;; esac
+  b="$out/$(basename "$p")"; printf '#!/bin/sh\\necho fake\\n' > "$b"; chmod +x "$b"
+done
+"""
+
+
+def _script(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Isolated cache, a fake go on GPUCLUSTER_GO, and an empty PATH besides /bin for sh."""
+    monkeypatch.setenv("GPUCLUSTER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_GO_LOG", str(tmp_path / "go.log"))
+    monkeypatch.setenv("GPUCLUSTER_GO", str(_script(tmp_path / "go", FAKE_GO)))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin") + os.pathsep + "/bin:/usr/bin")
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setattr(gobuild, "FALLBACK_GO", ())
+    return tmp_path
+
+
+def test_registry_is_consistent() -> None:
+    for name, tool in TOOLS.items():
+        assert tool.name == name
+        assert all(need in TOOLS for need in tool.needs), name
+        if tool.kind == "go":
+            assert tool.package, name
+    assert {"kube-apiserver", "etcd", "kwok", "kubectl", "crds"} <= set(DEFAULT_TOOLS)
+    flags = " ".join(TOOLS["kube-apiserver"].ldflags)
+    # both version packages must be stamped or /version reports v0.0.0
+    assert f"k8s.io/component-base/version.gitVersion={KUBERNETES}" in flags
+    assert f"k8s.io/client-go/pkg/version.gitVersion={KUBERNETES}" in flags
+
+
+def test_wrapper_modules_exist_for_every_tool() -> None:
+    root = gobuild.wrappers_root()
+    for tool in TOOLS.values():
+        gomod = (root / tool.module / "go.mod").read_text()
+        has_replace = any(line.startswith("replace") for line in gomod.splitlines())
+        assert not has_replace or tool.module == "k8s", tool.module
+        assert (root / tool.module / "go.sum").is_file(), tool.module
+
+
+def test_k8s_wrapper_replaces_every_staging_module_with_published_version() -> None:
+    gomod = (gobuild.wrappers_root() / "k8s" / "go.mod").read_text()
+    assert f"\tk8s.io/kubernetes {KUBERNETES} // indirect\n" in gomod  # tool deps are "indirect"
+    staging = f"v0.{KUBERNETES.split('.', 1)[1]}"
+    replaces = [line.split() for line in gomod.splitlines() if "=>" in line]
+    assert len(replaces) >= 30
+    assert all(r[0] == r[2] and r[3] == staging for r in replaces), replaces
+
+
+def test_cache_root_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GPUCLUSTER_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_root() == tmp_path / "xdg" / "gpucluster"
+    monkeypatch.setenv("GPUCLUSTER_CACHE", str(tmp_path / "explicit"))
+    assert cache.cache_root() == tmp_path / "explicit"
+    assert cache.version_dir(TOOLS["etcd"]) == tmp_path / "explicit/tools/etcd" / TOOLS["etcd"].version
+
+
+def test_incomplete_version_dir_is_not_a_cached_tool(env: Path) -> None:
+    tool = TOOLS["etcd"]
+    vdir = cache.version_dir(tool)
+    vdir.mkdir(parents=True)
+    (vdir / "etcd").write_text("half-written")  # no marker: an interrupted build
+    assert cache.cached_path(tool) is None
+    with pytest.raises(ToolMissing, match="gpucluster tools install etcd"):
+        core.path_of("etcd")
+
+
+def test_ensure_builds_once_per_module_then_uses_the_cache(env: Path) -> None:
+    names = ["kube-apiserver", "kube-scheduler", "etcd"]
+    paths = core.ensure(names, progress=False)
+    assert set(paths) == set(names)
+    for name, path in paths.items():
+        assert path == cache.version_dir(TOOLS[name]) / name
+        assert path.is_file()
+        assert cache.marker_info(TOOLS[name])["go"] == "go1.26.8"
+    builds = [line for line in (env / "go.log").read_text().splitlines() if line.startswith("build")]
+    assert len(builds) == 2  # one go build for both k8s binaries, one for etcd
+    assert "-trimpath" in builds[0] and "gitVersion=" + KUBERNETES in builds[0]
+    assert not list((cache.cache_root() / "tools").glob(".*")), "staging folders left behind"
+    (env / "go.log").unlink()
+    assert core.ensure(names, progress=False) == paths
+    assert not (env / "go.log").exists() or "build" not in (env / "go.log").read_text()
+
+
+def test_matching_binary_on_path_is_used_and_other_versions_are_not(env: Path) -> None:
+    etcd = TOOLS["etcd"]
+    _script(env / "bin" / "etcd", f"#!/bin/sh\necho 'etcd Version: {etcd.version.lstrip('v')}'\n")
+    assert core.locate("etcd") == env / "bin" / "etcd"
+    _script(env / "bin" / "etcd", "#!/bin/sh\necho 'etcd Version: 3.5.1'\n")
+    assert core.locate("etcd") is None
+    _script(env / "bin" / "etcd", f"#!/bin/sh\necho 'etcd Version: {etcd.version.lstrip('v')}1'\n")
+    assert core.locate("etcd") is None  # 3.6.161 is not 3.6.16
+
+
+def test_failed_build_leaves_nothing_and_names_the_log(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_GO_FAIL", "1")
+    with pytest.raises(gobuild.ToolError, match=r"(?s)building kwok failed .*boom"):
+        core.ensure(["kwok"], progress=False)
+    assert cache.cached_path(TOOLS["kwok"]) is None
+    assert not (cache.cache_root() / "tools" / "kwok").exists() or not any(
+        (cache.cache_root() / "tools" / "kwok").iterdir()
+    )
+
+
+@pytest.mark.parametrize(
+    "go_version",
+    [
+        "go1.22.2",  # too old for the pinned modules
+        "",  # `go env` printed nothing
+    ],
+)
+def test_old_go_is_refused(env: Path, monkeypatch: pytest.MonkeyPatch, go_version: str) -> None:
+    monkeypatch.setenv("FAKE_GO_VERSION", go_version or " ")
+    with pytest.raises(GoMissing, match=r"Go ≥ 1\.24 is needed"):
+        gobuild.find_go()
+
+
+def test_cli_install_without_go_is_one_clear_error(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUCLUSTER_GO")
+    result = CliRunner().invoke(tools, ["install", "etcd"])
+    assert result.exit_code == 2
+    assert "Go ≥ 1.24 is needed to build the toolchain: apt-get install golang" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_install_unknown_name(env: Path) -> None:
+    result = CliRunner().invoke(tools, ["install", "kube-nothing"])
+    assert result.exit_code == 2
+    assert "unknown tool(s) kube-nothing" in result.output
+
+
+def test_cli_install_and_list(env: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(tools, ["install", "kwok"])
+    assert result.exit_code == 0, result.output
+    assert "building kwok" in result.output and "built kwok" in result.output
+    listing = runner.invoke(tools, ["list"])
+    assert listing.exit_code == 0
+    lines = {line.split()[0]: line for line in listing.output.splitlines()}
+    assert str(cache.version_dir(TOOLS["kwok"]) / "kwok") in lines["kwok"]
+    assert "missing" in lines["kube-apiserver"]
+    assert "(optional)" in lines["kubelet"]
+
+
+def test_k8smod_finds_staging_replaces_and_writes_wrapper() -> None:
+    from gpucluster.toolchain import k8smod
+
+    upstream = (
+        "module k8s.io/kubernetes\n\ngo 1.26.0\n\nreplace (\n"
+        "\tk8s.io/api => ./staging/src/k8s.io/api\n"
+        "\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n"
+        "\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n"
+    )
+    mods = k8smod.staging_modules(upstream)
+    assert mods == ["k8s.io/api", "k8s.io/client-go"]
+    text = k8smod.wrapper_gomod("v1.36.3", mods, "go 1.26.0")
+    assert "\tk8s.io/api => k8s.io/api v0.36.3\n" in text
+    assert "\tk8s.io/kubernetes/cmd/kube-apiserver\n" in text
