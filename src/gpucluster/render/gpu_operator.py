@@ -1,0 +1,93 @@
+"""GPU Operator: Helm values, the device-plugin sharing ConfigMap and the mig-parted ConfigMap.
+
+The device plugin reads one config per node, chosen by the node label
+``nvidia.com/device-plugin.config=<key>``; we write one key per shared pool (named after the pool)
+plus ``default`` (no sharing). The MIG manager reads ``config.yaml`` from our ConfigMap and applies
+the config named by the node label ``nvidia.com/mig.config``.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from gpucluster import expected
+from gpucluster.render.common import Obj, config_map
+from gpucluster.render.monitoring import DCGM_CONFIGMAP, dcgm_metrics_configmap
+from gpucluster.spec.model import ClusterSpec, SharingMode
+
+DEVICE_PLUGIN_CONFIGMAP = "gpucluster-device-plugin-config"
+MIG_CONFIGMAP = "gpucluster-mig-parted-config"
+DEFAULT_KEY = "default"
+
+
+def dump(data: object) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def device_plugin_config(spec: ClusterSpec) -> dict[str, dict]:
+    """Config-file documents (device plugin ``version: v1``) keyed by pool name, plus ``default``."""
+    flags = {"migStrategy": spec.gpu_operator.mig_strategy}
+    configs: dict[str, dict] = {DEFAULT_KEY: {"version": "v1", "flags": flags}}
+    for pool in spec.gpu_pools:
+        s = pool.sharing
+        if not pool.uses_device_plugin or s.mode not in (SharingMode.time_slicing, SharingMode.mps):
+            continue
+        section = "timeSlicing" if s.mode is SharingMode.time_slicing else "mps"
+        sharing: dict = {"renameByDefault": s.rename_by_default}
+        if s.mode is SharingMode.time_slicing:
+            sharing["failRequestsGreaterThanOne"] = s.fail_requests_greater_than_one
+        sharing["resources"] = [{"name": "nvidia.com/gpu", "replicas": s.replicas}]
+        configs[pool.name] = {"version": "v1", "flags": flags, "sharing": {section: sharing}}
+    return configs
+
+
+def mig_parted_config(spec: ClusterSpec) -> dict:
+    configs: dict[str, list] = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
+    for pool in spec.gpu_pools:
+        if pool.sharing.mode is not SharingMode.mig:
+            continue
+        layout = {p: n for p, n in sorted(expected.mig_layout(pool).items()) if n}
+        entry: dict = {"devices": "all", "mig-enabled": bool(layout)}
+        if layout:
+            entry["mig-devices"] = layout
+        configs[expected.mig_config_name(pool)] = [entry]
+    return {"version": "v1", "mig-configs": configs}
+
+
+def objects(spec: ClusterSpec) -> list[Obj]:
+    ns = spec.gpu_operator.namespace
+    out = [config_map(DEVICE_PLUGIN_CONFIGMAP, ns, {k: dump(v) for k, v in device_plugin_config(spec).items()})]
+    if any(p.sharing.mode is SharingMode.mig for p in spec.gpu_pools):
+        out.append(config_map(MIG_CONFIGMAP, ns, {"config.yaml": dump(mig_parted_config(spec))}))
+    if spec.gpu_operator.dcgm_exporter.enabled:
+        out.append(dcgm_metrics_configmap(ns))
+    return out
+
+
+def values(spec: ClusterSpec) -> dict:
+    """Helm values for the GPU Operator chart."""
+    g = spec.gpu_operator
+    has_mig = any(p.sharing.mode is SharingMode.mig for p in spec.gpu_pools)
+    v: dict = {
+        "driver": {"enabled": g.driver.managed_by == "operator"},
+        "toolkit": {"enabled": g.toolkit},
+        "cdi": {"enabled": g.cdi},
+        "nfd": {"enabled": g.nfd},
+        "devicePlugin": {
+            "enabled": True,
+            "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": DEFAULT_KEY, "create": False},
+        },
+        "mig": {"strategy": g.mig_strategy},
+        "migManager": {"enabled": has_mig},
+        "dcgmExporter": {"enabled": g.dcgm_exporter.enabled},
+    }
+    if g.driver.managed_by == "operator":
+        v["driver"]["version"] = g.driver.version
+    if has_mig:
+        v["migManager"]["config"] = {"name": MIG_CONFIGMAP, "default": "all-disabled"}
+    if g.dcgm_exporter.enabled:
+        v["dcgmExporter"]["config"] = {"name": DCGM_CONFIGMAP}
+        # Our own ServiceMonitor (monitoring component) relabels the node name; the chart's is off
+        # so there is exactly one scrape of every exporter.
+        v["dcgmExporter"]["serviceMonitor"] = {"enabled": False}
+    return v

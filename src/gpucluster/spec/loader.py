@@ -1,0 +1,185 @@
+"""Read ``cluster.yaml`` safely and turn every problem into a :class:`SpecError` with spec paths.
+
+Guards, each giving one clear error fast: a missing path, a file over :data:`MAX_BYTES`, bytes that
+are not UTF-8, malformed YAML (with line and column), an empty file, a top level that is not a
+mapping, and YAML aliases that expand past :data:`MAX_NODES` (the "billion laughs" bomb).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gpucluster.errors import InputError, Problem, SpecError
+from gpucluster.spec.model import ClusterSpec
+
+MAX_BYTES = 2 * 1024 * 1024
+MAX_NODES = 200_000
+SPEC_FILE = "cluster.yaml"
+
+
+def spec_path(inventory: str | Path) -> Path:
+    """Accept an inventory folder (``inventories/lab``) or the spec file itself."""
+    path = Path(inventory)
+    if path.is_dir():
+        path = path / SPEC_FILE
+    if not path.exists():
+        hint = "pass an inventory folder holding cluster.yaml, e.g. -i inventories/local"
+        raise InputError(f"{path}: no such file ({hint})")
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file")
+    return path
+
+
+def read_yaml(path: Path) -> Any:
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise InputError(
+            f"{path}: the file is {size / 1e6:.1f} MB; a cluster spec is at most {MAX_BYTES // (1024 * 1024)} MiB "
+            "(is this the right file?)"
+        )
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text (byte {err.start}); save the spec as UTF-8") from None
+    if not text.strip() or all(line.lstrip().startswith("#") for line in text.splitlines() if line.strip()):
+        raise InputError(f"{path}: the file is empty; start from inventories/local/cluster.yaml")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        raise InputError(f"{path}: malformed YAML: {_yaml_msg(err)}") from None
+    if node is None:
+        raise InputError(f"{path}: the file is empty; start from inventories/local/cluster.yaml")
+    _check_expansion(path, node)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:  # constructor errors (e.g. bad tags)
+        raise InputError(f"{path}: malformed YAML: {_yaml_msg(err)}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: the top level must be a mapping (metadata:, hosts:, nodePools:, ...)")
+    return data
+
+
+def _yaml_msg(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return str(problem)
+
+
+def _check_expansion(path: Path, root: yaml.Node) -> None:
+    """Count nodes as if every alias were expanded; shared subtrees are counted once per use."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        sizes[key] = 1  # cycles (recursive anchors) count once
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(n) for n in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        sizes[key] = total
+        if total > MAX_NODES:
+            raise InputError(
+                f"{path}: YAML aliases expand to more than {MAX_NODES} nodes (an alias bomb?); "
+                "remove the nested anchors"
+            )
+        return total
+
+    size(root)
+
+
+def load_spec(inventory: str | Path) -> ClusterSpec:
+    """Load and fully validate a spec; raise :class:`SpecError` listing every problem."""
+    from gpucluster.spec.validate import validate  # cross-field rules need the model first
+
+    path = spec_path(inventory)
+    data = read_yaml(path)
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(str(path), problems_from_pydantic(err, data)) from None
+    problems = validate(spec)
+    if any(p.severity == "error" for p in problems):
+        raise SpecError(str(path), problems)
+    spec.__dict__["_warnings"] = [p for p in problems if p.severity == "warning"]
+    return spec
+
+
+def warnings_of(spec: ClusterSpec) -> list[Problem]:
+    return list(spec.__dict__.get("_warnings", []))
+
+
+def format_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "[" in part or "(" in part or part in {"str", "int", "float", "bool", "list", "dict"}:
+            continue  # pydantic's validator/union markers are not spec paths
+        else:
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def problems_from_pydantic(err: ValidationError, data: Any) -> list[Problem]:
+    problems = []
+    for e in err.errors():
+        loc = e["loc"]
+        path = format_loc(loc)
+        msg = e["msg"].removeprefix("Value error, ")
+        hint = ""
+        if "; hint: " in msg:
+            msg, hint = msg.split("; hint: ", 1)
+        if e["type"] == "extra_forbidden":
+            key = str(loc[-1])
+            msg = f"unknown key {key!r}"
+            allowed = _allowed_keys(loc[:-1])
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        elif e["type"] == "literal_error":
+            msg = f"{e.get('input')!r} is not allowed; {e['msg'].lower()}"
+        problems.append(Problem(path, msg, hint))
+    return problems
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    """The aliases valid at ``loc``, found by walking the model's field annotations."""
+    from pydantic import BaseModel
+
+    model: Any = ClusterSpec
+    for part in loc:
+        if isinstance(part, int) or not isinstance(model, type) or not issubclass(model, BaseModel):
+            continue
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return []
+        model = _inner_model(field.annotation)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [f.alias or n for n, f in model.model_fields.items()]
+    return []
+
+
+def _inner_model(annotation: Any) -> Any:
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,487 @@
+"""The typed model of ``inventories/<env>/cluster.yaml``.
+
+Field names are camelCase in YAML (as in Kubernetes) and snake_case in Python. Every section forbids
+unknown keys so that a typo is an error, not a silently ignored setting. Defaults are what a careful
+operator would choose; chart versions come from :mod:`gpucluster.versions`.
+
+Cross-field rules (a pool naming an unknown host, a MIG layout that does not fit, quotas above
+capacity, ...) live in :mod:`gpucluster.spec.validate`; this module checks one field at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from gpucluster import versions
+from gpucluster.spec.quantity import check_cpu, check_memory, check_duration
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>[A-Za-z]+)$")
+
+
+def _dns_label(value: str) -> str:
+    if not DNS1123_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid DNS-1123 name: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+def check_label_key(key: str) -> str:
+    prefix, _, name = key.rpartition("/")
+    if prefix and not DNS1123_SUBDOMAIN.match(prefix):
+        raise ValueError(f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain (lowercase, dots)")
+    if not LABEL_NAME.match(name):
+        raise ValueError(
+            f"label key {key!r}: name part must be at most 63 characters of letters, digits, '-', '_' "
+            "or '.', starting and ending with a letter or digit"
+        )
+    return key
+
+
+def _labels(value: dict[str, str]) -> dict[str, str]:
+    for key, val in value.items():
+        check_label_key(key)
+        if not LABEL_VALUE.match(str(val)):
+            raise ValueError(f"label {key}: value {val!r} is not a valid label value")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_dns_label)]
+Labels = Annotated[dict[str, str], AfterValidator(_labels)]
+Memory = Annotated[str, AfterValidator(check_memory)]
+Cpu = Annotated[str, AfterValidator(check_cpu)]
+Duration = Annotated[str, AfterValidator(check_duration)]
+
+
+class Model(BaseModel):
+    """Base: camelCase aliases, unknown keys rejected, values validated on assignment too."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", validate_assignment=True
+    )
+
+
+class ChartRef(Model):
+    """Where a Helm chart comes from. ``repository`` is a chart repository URL or a local path."""
+
+    repository: str
+    version: str
+    chart: str
+
+
+def _chart(name: str) -> ChartRef:
+    pin = versions.CHARTS[name]
+    return ChartRef(repository=pin.repository, version=pin.version, chart=pin.chart)
+
+
+# --- hosts and pools --------------------------------------------------------------------------
+
+
+class HostRole(str, Enum):
+    control_plane = "control-plane"
+    worker = "worker"
+
+
+class Host(Model):
+    name: Name
+    address: str = Field(description="IP address or DNS name Ansible connects to.")
+    roles: list[HostRole] = Field(default_factory=lambda: [HostRole.worker])
+    os: Literal["debian12", "ubuntu22.04", "ubuntu24.04", "rhel9"] = "debian12"
+    ansible_vars: dict[str, object] = Field(
+        default_factory=dict, description="Extra per-host Ansible variables (ansible_user, ...)."
+    )
+
+
+class SharingMode(str, Enum):
+    exclusive = "exclusive"
+    time_slicing = "time-slicing"
+    mps = "mps"
+    mig = "mig"
+
+
+class MigSharing(Model):
+    layout: str | None = Field(
+        default=None, description="Named layout: all-<profile>, all-balanced or all-disabled."
+    )
+    profiles: dict[str, int] | None = Field(
+        default=None, description='Explicit layout per GPU, e.g. {"1g.10gb": 3, "2g.20gb": 2}.'
+    )
+    managed_by: Literal["operator", "host"] = Field(
+        default="operator", description="Who applies the layout: the GPU Operator's MIG manager or Ansible."
+    )
+
+
+class Sharing(Model):
+    mode: SharingMode = SharingMode.exclusive
+    replicas: int | None = Field(
+        default=None, description="Time-slicing/MPS: how many workloads share one GPU (>= 2)."
+    )
+    rename_by_default: bool = Field(
+        default=False, description="Advertise shared GPUs as nvidia.com/gpu.shared instead of nvidia.com/gpu."
+    )
+    fail_requests_greater_than_one: bool = Field(
+        default=True, description="Reject pods asking for more than one shared GPU (they would not get more)."
+    )
+    mig: MigSharing | None = None
+
+
+class Gpu(Model):
+    model: str = Field(description="A GPU catalog key, e.g. H100-SXM5-80GB (see `gpucluster catalog`).")
+    count: int = Field(ge=1, le=16, description="GPUs per host.")
+
+
+class Taint(Model):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        return check_label_key(v)
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+def parse_taint(value: object) -> object:
+    """Accept ``key=value:Effect`` strings as well as mappings."""
+    if isinstance(value, str):
+        m = TAINT.match(value)
+        if not m:
+            raise ValueError(f"taint {value!r} must look like key=value:NoSchedule")
+        return {"key": m["key"], "value": m["value"] or "", "effect": m["effect"]}
+    return value
+
+
+class Rdma(Model):
+    interfaces: list[str] = Field(min_length=1, description="RDMA-capable netdevs, e.g. ibp12s0 or ens1f0np0.")
+    link_type: Literal["infiniband", "ether"] = "infiniband"
+    resource_name: str = Field(
+        default="rdma_shared_device_a", description="Resource pods request as rdma/<resourceName>."
+    )
+    hugepages: int = Field(default=0, ge=0, description="2Mi hugepages to reserve on each host.")
+
+
+DEFAULT_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+class NodePool(Model):
+    name: Name
+    hosts: list[str] = Field(min_length=1)
+    gpu: Gpu | None = Field(default=None, description="Absent for CPU-only pools.")
+    sharing: Sharing = Field(default_factory=Sharing)
+    dra: bool = Field(default=False, description="Serve this pool's GPUs with the DRA driver (ResourceSlices).")
+    device_plugin: bool | None = Field(
+        default=None,
+        description="Serve this pool's GPUs with the NVIDIA device plugin; defaults to the opposite of `dra`. "
+        "A pool must not be served by both.",
+    )
+    labels: Labels = Field(default_factory=dict)
+    taints: list[Taint] | None = Field(
+        default=None, description="Defaults to nvidia.com/gpu=present:NoSchedule on GPU pools, none on CPU pools."
+    )
+    rdma: Rdma | None = None
+
+    @field_validator("taints", mode="before")
+    @classmethod
+    def _taints(cls, v: object) -> object:
+        if isinstance(v, list):
+            return [parse_taint(t) for t in v]
+        return v
+
+    @property
+    def uses_device_plugin(self) -> bool:
+        return bool(self.gpu) and (self.device_plugin if self.device_plugin is not None else not self.dra)
+
+    @property
+    def uses_dra(self) -> bool:
+        return bool(self.gpu) and self.dra
+
+    @property
+    def effective_taints(self) -> list[Taint]:
+        if self.taints is not None:
+            return self.taints
+        return [Taint(**DEFAULT_GPU_TAINT)] if self.gpu else []
+
+
+# --- kubernetes -------------------------------------------------------------------------------
+
+
+class Kubernetes(Model):
+    version: str = Field(default=versions.KUBERNETES, description="Kubernetes version, e.g. 1.36.3.")
+    pod_subnet: str = "10.244.0.0/16"
+    service_subnet: str = "10.96.0.0/12"
+    control_plane_endpoint: str | None = Field(default=None, description="host:port of the API (VIP/LB).")
+    feature_gates: dict[str, bool] = Field(default_factory=dict)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.fullmatch(r"v?\d+\.\d+\.\d+", v):
+            raise ValueError(f"{v!r} is not a Kubernetes version like 1.36.3")
+        return v.lstrip("v")
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor, _ = self.version.split(".")
+        return int(major), int(minor)
+
+
+# --- GPU Operator -----------------------------------------------------------------------------
+
+
+class Driver(Model):
+    managed_by: Literal["operator", "host"] = Field(
+        default="operator", description="operator: the GPU Operator's driver container; host: Ansible installs it."
+    )
+    version: str = Field(default=versions.NVIDIA_DRIVER, description="Pinned driver version.")
+
+
+class DcgmExporter(Model):
+    enabled: bool = True
+    service_monitor: bool = True
+    interval: Duration = "15s"
+
+
+class GpuOperator(Model):
+    enabled: bool = True
+    namespace: Name = "gpu-operator"
+    chart: ChartRef = Field(default_factory=lambda: _chart("gpu-operator"))
+    driver: Driver = Field(default_factory=Driver)
+    toolkit: bool = True
+    cdi: bool = True
+    nfd: bool = Field(default=True, description="Install Node Feature Discovery. Only one NFD per cluster.")
+    mig_strategy: Literal["single", "mixed"] = Field(
+        default="mixed", description="single: MIG devices as nvidia.com/gpu; mixed: nvidia.com/mig-<profile>."
+    )
+    dcgm_exporter: DcgmExporter = Field(default_factory=DcgmExporter)
+
+
+# --- DRA --------------------------------------------------------------------------------------
+
+
+class DeviceSelector(Model):
+    """Attribute-based selection; every field set must hold (AND). Compiled to CEL."""
+
+    min_memory: Memory | None = Field(default=None, description='Device memory at least, e.g. "80Gi".')
+    product_name_contains: str | None = Field(default=None, description='e.g. "H100".')
+    architecture: str | None = Field(default=None, description='e.g. "Hopper".')
+    min_compute_capability: str | None = Field(default=None, description='e.g. "9.0".')
+    mig_profile: str | None = Field(default=None, description='MIG classes only, e.g. "1g.10gb".')
+    cel: list[str] = Field(default_factory=list, description="Extra CEL expressions, ANDed.")
+
+    @field_validator("min_compute_capability")
+    @classmethod
+    def _cc(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"\d+\.\d+", v):
+            raise ValueError(f"{v!r} is not a compute capability like 9.0")
+        return v
+
+
+class DeviceClass(Model):
+    name: Name
+    type: Literal["gpu", "mig"] = "gpu"
+    description: str = ""
+    selector: DeviceSelector = Field(default_factory=DeviceSelector)
+
+
+class ClaimTemplate(Model):
+    name: Name
+    device_class: str
+    count: int = Field(default=1, ge=1, le=64)
+
+
+class Dra(Model):
+    enabled: bool = True
+    namespace: Name = "nvidia-dra-driver-gpu"
+    chart: ChartRef = Field(default_factory=lambda: _chart("dra-driver"))
+    driver_version: str = Field(
+        default=versions.NVIDIA_DRIVER, description="Driver version the simulated devices report."
+    )
+    device_classes: list[DeviceClass] = Field(default_factory=list)
+    claim_templates: list[ClaimTemplate] = Field(default_factory=list)
+
+
+# --- scheduling -------------------------------------------------------------------------------
+
+
+class PriorityClass(Model):
+    name: Name
+    value: int = Field(ge=-2147483648, le=1000000000)
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    description: str = ""
+
+
+def _default_priorities() -> list[PriorityClass]:
+    # Online inference preempts everything below it. Training may take idle capacity but never
+    # preempts (a preempted gang job restarts from its last checkpoint, and training that can preempt
+    # training evicts itself in a loop). Batch inference and notebooks preempt nothing either.
+    return [
+        PriorityClass(name="online-inference", value=100000, description="Latency-bound serving; preempts batch."),
+        PriorityClass(name="training", value=50000, preemption_policy="Never",
+                      description="Gang-scheduled training; never preempts, outranks batch in the queue."),
+        PriorityClass(name="batch-inference", value=20000, preemption_policy="Never",
+                      description="Throughput jobs; preemptible by online inference."),
+        PriorityClass(name="notebooks", value=10000, preemption_policy="Never",
+                      description="Interactive; lowest, preemptible."),
+    ]
+
+
+class Volcano(Model):
+    enabled: bool = True
+    namespace: Name = "volcano-system"
+    chart: ChartRef = Field(default_factory=lambda: _chart("volcano"))
+    preempt: bool = Field(default=True, description="Enable the preempt action (priority-based).")
+    reclaim: bool = Field(default=True, description="Enable the reclaim action (queues take back their share).")
+
+
+class Scheduling(Model):
+    volcano: Volcano = Field(default_factory=Volcano)
+    priority_classes: list[PriorityClass] = Field(default_factory=_default_priorities)
+
+
+# --- networking -------------------------------------------------------------------------------
+
+
+class SecondaryNetwork(Model):
+    name: Name
+    type: Literal["macvlan", "host-device", "ipoib"] = "macvlan"
+    master: str = Field(description="Parent interface on the host.")
+    cidr: str
+    namespaces: list[str] = Field(default_factory=list, description="Tenant namespaces that get it.")
+    resource_name: str | None = Field(default=None, description="rdma/<name> resource tied to it.")
+
+
+class NetworkOperator(Model):
+    enabled: bool = True
+    namespace: Name = "nvidia-network-operator"
+    chart: ChartRef = Field(default_factory=lambda: _chart("network-operator"))
+    nfd: bool = Field(default=False, description="Must stay off when the GPU Operator installs NFD.")
+
+
+class Networking(Model):
+    multus: bool = True
+    network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
+    rdma_hca_max: int = Field(default=63, ge=1, le=1000, description="Pods sharing one HCA.")
+    secondary_networks: list[SecondaryNetwork] = Field(default_factory=list)
+
+
+# --- tenants ----------------------------------------------------------------------------------
+
+
+class Quota(Model):
+    gpus: int = Field(default=0, ge=0, description="requests/limits.nvidia.com/gpu.")
+    cpu: Cpu | None = None
+    memory: Memory | None = None
+    pods: int | None = Field(default=None, ge=0)
+    device_classes: dict[str, int] = Field(
+        default_factory=dict, description="DRA: devices per DeviceClass (<class>.deviceclass.resource.k8s.io/devices)."
+    )
+    extended: dict[str, int] = Field(
+        default_factory=dict, description="Other extended resources, e.g. nvidia.com/mig-1g.10gb: 7."
+    )
+
+
+class QueueSpec(Model):
+    weight: int = Field(default=1, ge=1, le=1000)
+    capability_gpus: int | None = Field(default=None, ge=0, description="Defaults to quota.gpus.")
+    guarantee_gpus: int = Field(default=0, ge=0)
+    reclaimable: bool = True
+
+
+class ContainerDefaults(Model):
+    cpu_request: Cpu = "100m"
+    memory_request: Memory = "256Mi"
+    cpu_limit: Cpu = "2"
+    memory_limit: Memory = "4Gi"
+
+
+class Tenant(Model):
+    name: Name
+    namespace: Name | None = Field(default=None, description="Defaults to the tenant name.")
+    pod_security: Literal["restricted", "baseline", "privileged"] = "restricted"
+    quota: Quota = Field(default_factory=Quota)
+    queue: QueueSpec = Field(default_factory=QueueSpec)
+    priority_classes: list[str] = Field(
+        default_factory=lambda: ["training", "batch-inference", "notebooks"],
+        description="PriorityClasses this tenant may use (quota scopes).",
+    )
+    admins: list[str] = Field(default_factory=list, description="Groups bound to the tenant-admin Role.")
+    users: list[str] = Field(default_factory=list, description="Groups bound to the tenant-user Role.")
+    claim_templates: list[str] = Field(default_factory=list, description="dra.claimTemplates offered here.")
+    container_defaults: ContainerDefaults = Field(default_factory=ContainerDefaults)
+
+    @property
+    def ns(self) -> str:
+        return self.namespace or self.name
+
+
+# --- monitoring and cost ----------------------------------------------------------------------
+
+
+class Alerts(Model):
+    low_utilization_percent: float = Field(default=10, gt=0, lt=100)
+    low_utilization_for: Duration = "30m"
+    framebuffer_percent: float = Field(default=90, gt=0, le=100)
+    temperature_celsius: float = Field(default=85, gt=0, lt=130)
+    idle_namespace_gpus: int = Field(default=1, ge=1, description="Allocated-but-idle GPUs per namespace.")
+
+
+class Monitoring(Model):
+    enabled: bool = True
+    namespace: Name = "monitoring"
+    prometheus_label: dict[str, str] = Field(
+        default_factory=lambda: {"release": "prometheus"}, description="Label the Prometheus selects rules by."
+    )
+    alerts: Alerts = Field(default_factory=Alerts)
+
+
+class Cost(Model):
+    currency: str = "USD"
+    rates: dict[str, float] = Field(default_factory=dict, description="Price per GPU-hour by catalog model.")
+
+
+# --- the whole spec ---------------------------------------------------------------------------
+
+
+class Metadata(Model):
+    name: Name
+    environment: str = "production"
+
+
+class ClusterSpec(Model):
+    api_version: Literal["gpucluster.dev/v1alpha1"] = "gpucluster.dev/v1alpha1"
+    kind: Literal["Cluster"] = "Cluster"
+    metadata: Metadata
+    hosts: list[Host] = Field(min_length=1)
+    node_pools: list[NodePool] = Field(default_factory=list)
+    kubernetes: Kubernetes = Field(default_factory=Kubernetes)
+    gpu_operator: GpuOperator = Field(default_factory=GpuOperator)
+    dra: Dra = Field(default_factory=Dra)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    networking: Networking = Field(default_factory=Networking)
+    tenants: list[Tenant] = Field(default_factory=list)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    cost: Cost = Field(default_factory=Cost)
+
+    # Convenience lookups used across the render core.
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    def pool_of(self, host: str) -> NodePool | None:
+        return next((p for p in self.node_pools if host in p.hosts), None)
+
+    @property
+    def gpu_pools(self) -> list[NodePool]:
+        return [p for p in self.node_pools if p.gpu is not None]

@@ -1,0 +1,57 @@
+"""Kubernetes quantities and durations, checked with hints for the usual unit mistakes."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+_QUANTITY = re.compile(r"^(?P<num>\d+(\.\d+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+# Units people write that Kubernetes does not accept, and what they meant.
+_WRONG_UNITS = {"KB": "Ki", "MB": "Mi", "GB": "Gi", "TB": "Ti", "KiB": "Ki", "MiB": "Mi", "GiB": "Gi",
+                "TiB": "Ti", "kb": "Ki", "mb": "Mi", "gb": "Gi", "tb": "Ti", "g": "Gi", "gi": "Gi", "mi": "Mi"}
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+def parse_quantity(value: str) -> Decimal:
+    """The value of a Kubernetes quantity in base units (bytes, cores)."""
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    num, suffix = Decimal(m["num"]), m["suffix"]
+    if suffix in _BINARY:
+        return num * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return num * Decimal(_DECIMAL[suffix])
+    return num
+
+
+def check_memory(value: str) -> str:
+    value = str(value)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)", value.strip())
+    if m and m.group(2) in _WRONG_UNITS:
+        raise ValueError(
+            f"{value!r} uses the unit {m.group(2)!r}, which Kubernetes does not accept for memory; "
+            f"hint: {m.group(1)}{_WRONG_UNITS[m.group(2)]}"
+        )
+    try:
+        parse_quantity(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a memory quantity; hint: write it like 256Gi or 512Mi") from None
+    if value.endswith("m"):
+        raise ValueError(f"{value!r} means milli-bytes; hint: did you mean {value[:-1]}Mi?")
+    return value
+
+
+def check_cpu(value: str) -> str:
+    value = str(value)
+    if not re.fullmatch(r"\d+(\.\d+)?m?", value):
+        raise ValueError(f"{value!r} is not a CPU quantity; hint: write cores like 64 or millicores like 500m")
+    return value
+
+
+def check_duration(value: str) -> str:
+    if not _DURATION.match(str(value)):
+        raise ValueError(f"{value!r} is not a duration; hint: write it like 30m, 1h or 15s")
+    return str(value)

@@ -1,0 +1,273 @@
+"""Cross-field validation: rules that need more than one field, each with a path and a hint.
+
+:func:`validate` never stops at the first problem: it returns all of them, errors and warnings, so
+a user fixes a spec in one pass. Nothing anywhere is changed before this passes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+from collections import Counter
+from collections.abc import Iterable
+
+from gpucluster import catalog, expected
+from gpucluster.errors import Problem
+from gpucluster.spec import mig as miglib
+from gpucluster.spec.model import ClusterSpec, SharingMode
+
+MIN_DRA_MINOR = 34  # resource.k8s.io/v1 is GA (and DRA on by default) from Kubernetes 1.34
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def error(self, path: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(path, message, hint))
+
+    def warn(self, path: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(path, message, hint, severity="warning"))
+
+    def duplicates(self, section: str, names: Iterable[str], what: str = "name") -> None:
+        seen: dict[str, int] = {}
+        for i, name in enumerate(names):
+            if name in seen:
+                self.error(f"{section}[{i}].{what}", f"duplicate {what} {name!r} (also {section}[{seen[name]}])",
+                           f"every {what} in {section} must be unique")
+            else:
+                seen[name] = i
+
+
+def _close(word: str, options: Iterable[str]) -> str:
+    options = list(options)
+    match = difflib.get_close_matches(word, options, n=1)
+    if match:
+        return f"did you mean {match[0]!r}?"
+    return f"one of: {', '.join(sorted(options))}" if options else ""
+
+
+def validate(spec: ClusterSpec) -> list[Problem]:
+    c = _Collector()
+    pools_ok = _hosts_and_pools(spec, c)
+    _kubernetes(spec, c)
+    _operators(spec, c)
+    _dra(spec, c)
+    _scheduling(spec, c)
+    _networking(spec, c)
+    _tenants(spec, c, capacity_known=pools_ok)
+    _cost(spec, c)
+    return c.problems
+
+
+def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
+    errors_before = len(c.problems)
+    c.duplicates("hosts", (h.name for h in spec.hosts))
+    c.duplicates("nodePools", (p.name for p in spec.node_pools))
+    if not any(r.value == "control-plane" for h in spec.hosts for r in h.roles):
+        c.error("hosts", "no host has the control-plane role", "add `roles: [control-plane]` to one host")
+    host_names = {h.name for h in spec.hosts}
+    owner: dict[str, str] = {}
+    cat = catalog.catalog()
+    for i, pool in enumerate(spec.node_pools):
+        base = f"nodePools[{i}]"
+        for j, host in enumerate(pool.hosts):
+            if host not in host_names:
+                c.error(f"{base}.hosts[{j}]", f"unknown host {host!r}", _close(host, host_names))
+            elif host in owner and owner[host] != pool.name:
+                c.error(f"{base}.hosts[{j}]", f"host {host!r} is already in pool {owner[host]!r}",
+                        "a host belongs to exactly one pool")
+            owner.setdefault(host, pool.name)
+        sharing = pool.sharing
+        if pool.gpu is None:
+            if sharing.mode is not SharingMode.exclusive or pool.dra:
+                c.error(f"{base}.sharing.mode", "GPU sharing or DRA set on a pool without `gpu`",
+                        "add gpu: {model: ..., count: ...} or remove the sharing settings")
+            continue
+        model = cat.get(pool.gpu.model)
+        if model is None:
+            c.error(f"{base}.gpu.model", f"unknown GPU model {pool.gpu.model!r}", _close(pool.gpu.model, cat))
+            continue
+        if pool.dra and pool.device_plugin:
+            c.error(f"{base}.devicePlugin", "pool is served by both the DRA driver and the device plugin",
+                    "the same GPUs would be advertised twice; set devicePlugin: false or dra: false")
+        if pool.dra and not spec.dra.enabled:
+            c.error(f"{base}.dra", "pool asks for DRA but dra.enabled is false", "set dra.enabled: true")
+        if sharing.mode in (SharingMode.time_slicing, SharingMode.mps):
+            if sharing.replicas is None or sharing.replicas < 2:
+                c.error(f"{base}.sharing.replicas",
+                        f"{sharing.mode.value} needs replicas >= 2 (got {sharing.replicas})",
+                        "replicas is how many workloads share one GPU; use exclusive for 1")
+            if pool.dra:
+                c.error(f"{base}.sharing.mode", f"{sharing.mode.value} is configured for the device plugin, "
+                        "not for DRA pools", "share DRA GPUs through claims, or serve the pool with the device plugin")
+        elif sharing.replicas is not None:
+            c.error(f"{base}.sharing.replicas", f"replicas is only used with time-slicing or mps, not {sharing.mode.value}",
+                    "remove replicas")
+        if sharing.mode is SharingMode.mig:
+            _mig_pool(spec, c, base, pool, model)
+        elif sharing.mig is not None:
+            c.error(f"{base}.sharing.mig", "mig settings on a pool whose sharing mode is not mig",
+                    "set sharing.mode: mig or remove sharing.mig")
+        if pool.rdma and not spec.networking.network_operator.enabled:
+            c.warn(f"{base}.rdma", "RDMA interfaces set but the network operator is disabled",
+                   "pods cannot request rdma/* resources without the RDMA shared device plugin")
+    return len(c.problems) == errors_before
+
+
+def _mig_pool(spec: ClusterSpec, c: _Collector, base: str, pool, model) -> None:
+    if not model.mig_capable:
+        migs = [k for k, m in catalog.catalog().items() if m.mig_capable]
+        c.error(f"{base}.sharing.mode", f"{model.key} does not support MIG",
+                f"use time-slicing, or a MIG-capable model ({', '.join(migs)})")
+        return
+    mig = pool.sharing.mig
+    if mig is None or (mig.layout is None and mig.profiles is None):
+        c.error(f"{base}.sharing.mig", "MIG pools need a layout", 'set mig.layout: all-1g.10gb or mig.profiles: {"1g.10gb": 7}')
+        return
+    if mig.layout is not None and mig.profiles is not None:
+        c.error(f"{base}.sharing.mig", "set either layout or profiles, not both")
+        return
+    where = f"{base}.sharing.mig.layout" if mig.layout is not None else f"{base}.sharing.mig.profiles"
+    try:
+        layout = expected.mig_layout(pool)
+        miglib.check_fits(model, layout)
+    except miglib.LayoutError as err:
+        c.error(where, str(err), err.hint)
+        return
+    if spec.gpu_operator.mig_strategy == "single" and len([p for p, n in layout.items() if n]) > 1:
+        c.error(where, "gpuOperator.migStrategy is single, but this layout mixes profiles",
+                "use one profile per GPU, or set gpuOperator.migStrategy: mixed")
+
+
+def _kubernetes(spec: ClusterSpec, c: _Collector) -> None:
+    k = spec.kubernetes
+    uses_dra = spec.dra.enabled and (any(p.dra for p in spec.node_pools) or spec.dra.device_classes)
+    if uses_dra and k.minor < (1, MIN_DRA_MINOR):
+        c.error("kubernetes.version", f"DRA needs Kubernetes >= 1.{MIN_DRA_MINOR} (resource.k8s.io/v1); "
+                f"got {k.version}", f"raise kubernetes.version or set dra.enabled: false")
+    if uses_dra and k.feature_gates.get("DynamicResourceAllocation") is False:
+        c.error("kubernetes.featureGates.DynamicResourceAllocation", "DRA pools need this gate on",
+                "remove the override")
+    nets = {"kubernetes.podSubnet": k.pod_subnet, "kubernetes.serviceSubnet": k.service_subnet}
+    for i, n in enumerate(spec.networking.secondary_networks):
+        nets[f"networking.secondaryNetworks[{i}].cidr"] = n.cidr
+    parsed = {}
+    for path, cidr in nets.items():
+        try:
+            parsed[path] = ipaddress.ip_network(cidr, strict=True)
+        except ValueError as err:
+            c.error(path, f"invalid CIDR {cidr!r}: {err}", "write it like 10.244.0.0/16 (host bits zero)")
+    items = list(parsed.items())
+    for i, (pa, na) in enumerate(items):
+        for pb, nb in items[i + 1:]:
+            if na.version == nb.version and na.overlaps(nb):
+                c.error(pb, f"{nb} overlaps {pa} ({na})", "give every network its own address range")
+
+
+def _operators(spec: ClusterSpec, c: _Collector) -> None:
+    gop, nop = spec.gpu_operator, spec.networking.network_operator
+    if gop.enabled and gop.nfd and nop.enabled and nop.nfd:
+        c.error("networking.networkOperator.nfd", "NFD is enabled in both the GPU Operator and the network operator",
+                "only one NFD may run per cluster; set networking.networkOperator.nfd: false")
+    host_driver = gop.driver.managed_by == "host"
+    if spec.dra.enabled and any(p.dra for p in spec.node_pools) and not gop.enabled and not host_driver:
+        c.warn("gpuOperator.enabled", "DRA pools without the GPU Operator need a host-managed driver",
+               "set gpuOperator.driver.managedBy: host")
+
+
+def _dra(spec: ClusterSpec, c: _Collector) -> None:
+    d = spec.dra
+    c.duplicates("dra.deviceClasses", (dc.name for dc in d.device_classes))
+    c.duplicates("dra.claimTemplates", (t.name for t in d.claim_templates))
+    classes = {dc.name for dc in d.device_classes} | {"gpu.nvidia.com", "mig.nvidia.com"}
+    profiles = {p for m in catalog.catalog().values() if m.mig for p in m.mig.profiles}
+    for i, dc in enumerate(d.device_classes):
+        s = dc.selector
+        if s.mig_profile is not None:
+            if dc.type != "mig":
+                c.error(f"dra.deviceClasses[{i}].selector.migProfile", "migProfile needs type: mig")
+            elif s.mig_profile not in profiles:
+                c.error(f"dra.deviceClasses[{i}].selector.migProfile", f"unknown MIG profile {s.mig_profile!r}",
+                        _close(s.mig_profile, profiles))
+        if s.architecture is not None:
+            archs = {m.architecture for m in catalog.catalog().values()}
+            if s.architecture not in archs:
+                c.error(f"dra.deviceClasses[{i}].selector.architecture", f"unknown architecture {s.architecture!r}",
+                        _close(s.architecture, archs))
+    for i, t in enumerate(d.claim_templates):
+        if t.device_class not in classes:
+            c.error(f"dra.claimTemplates[{i}].deviceClass", f"unknown DeviceClass {t.device_class!r}",
+                    _close(t.device_class, classes))
+    if (d.device_classes or d.claim_templates) and not d.enabled:
+        c.warn("dra.enabled", "DeviceClasses or claim templates are set but DRA is disabled; they are not rendered")
+
+
+def _scheduling(spec: ClusterSpec, c: _Collector) -> None:
+    c.duplicates("scheduling.priorityClasses", (p.name for p in spec.scheduling.priority_classes))
+    values = Counter(p.value for p in spec.scheduling.priority_classes)
+    for i, p in enumerate(spec.scheduling.priority_classes):
+        if values[p.value] > 1:
+            c.warn(f"scheduling.priorityClasses[{i}].value", f"value {p.value} is shared with another class",
+                   "classes with equal values do not order against each other")
+
+
+def _networking(spec: ClusterSpec, c: _Collector) -> None:
+    nets = spec.networking.secondary_networks
+    c.duplicates("networking.secondaryNetworks", (n.name for n in nets))
+    namespaces = {t.ns for t in spec.tenants}
+    for i, n in enumerate(nets):
+        for j, ns in enumerate(n.namespaces):
+            if ns not in namespaces:
+                c.error(f"networking.secondaryNetworks[{i}].namespaces[{j}]", f"no tenant has namespace {ns!r}",
+                        _close(ns, namespaces))
+
+
+def _tenants(spec: ClusterSpec, c: _Collector, capacity_known: bool) -> None:
+    c.duplicates("tenants", (t.name for t in spec.tenants))
+    c.duplicates("tenants", (t.ns for t in spec.tenants), what="namespace")
+    priorities = {p.name for p in spec.scheduling.priority_classes}
+    classes = {dc.name for dc in spec.dra.device_classes} | {"gpu.nvidia.com", "mig.nvidia.com"}
+    templates = {t.name for t in spec.dra.claim_templates}
+    for i, t in enumerate(spec.tenants):
+        base = f"tenants[{i}]"
+        if t.ns in {"default", "kube-system", "kube-public", "kube-node-lease"}:
+            c.error(f"{base}.namespace", f"{t.ns!r} is a system namespace", "give the tenant its own namespace")
+        for j, p in enumerate(t.priority_classes):
+            if p not in priorities:
+                c.error(f"{base}.priorityClasses[{j}]", f"unknown PriorityClass {p!r}", _close(p, priorities))
+        for name in t.quota.device_classes:
+            if name not in classes:
+                c.error(f"{base}.quota.deviceClasses.{name}", f"unknown DeviceClass {name!r}", _close(name, classes))
+        for j, name in enumerate(t.claim_templates):
+            if name not in templates:
+                c.error(f"{base}.claimTemplates[{j}]", f"unknown claim template {name!r}", _close(name, templates))
+        cap = t.queue.capability_gpus
+        if cap is not None and t.quota.gpus and cap > t.quota.gpus:
+            c.warn(f"{base}.queue.capabilityGpus", f"queue capability {cap} is above the namespace GPU quota "
+                   f"{t.quota.gpus}", "the quota rejects pods before the queue could use it")
+        if t.queue.guarantee_gpus > (cap if cap is not None else t.quota.gpus):
+            c.error(f"{base}.queue.guaranteeGpus", "guarantee exceeds the queue capability",
+                    "a queue cannot be guaranteed more than it may use")
+    if not capacity_known:
+        return
+    capacity = expected.cluster_gpu_capacity(spec)
+    total = sum(t.quota.gpus for t in spec.tenants)
+    if total > capacity:
+        detail = ", ".join(f"{t.name}={t.quota.gpus}" for t in spec.tenants if t.quota.gpus)
+        c.error("tenants", f"tenant GPU quotas add up to {total} ({detail}) but the cluster advertises "
+                f"{capacity} nvidia.com/gpu", "lower the quotas or add GPU capacity")
+    caps = sum(t.queue.capability_gpus if t.queue.capability_gpus is not None else t.quota.gpus
+               for t in spec.tenants)
+    if caps > capacity:
+        c.warn("tenants", f"queue capabilities add up to {caps} GPUs, above the cluster's {capacity}",
+               "fine for borrowing, but queues cannot all reach their capability at once")
+
+
+def _cost(spec: ClusterSpec, c: _Collector) -> None:
+    cat = catalog.catalog()
+    for model, rate in spec.cost.rates.items():
+        if model not in cat:
+            c.error(f"cost.rates.{model}", f"unknown GPU model {model!r}", _close(model, cat))
+        if rate < 0:
+            c.error(f"cost.rates.{model}", "rate must not be negative")
