@@ -1,0 +1,170 @@
+"""The operators' CRDs for the local world: generated where the Go API module is served, else stand-ins.
+
+Generated (``gpucluster tools install crds``: controller-gen over the pinned upstream API types):
+prometheus-operator's monitoring.coreos.com group (ServiceMonitor, PrometheusRule, …) and
+whereabouts' IPPool family. Not served as Go modules here, so small structural stand-ins written by
+this project take their place: NicClusterPolicy and MacvlanNetwork (network-operator),
+NetworkAttachmentDefinition (Multus/NAD) and the GPU Operator's ClusterPolicy. A stand-in validates
+what our renderer relies on and keeps the rest with ``x-kubernetes-preserve-unknown-fields``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpucluster.local.state import LocalWorldError
+from gpucluster.toolchain import path_of
+from gpucluster.toolchain.versions import PROMETHEUS_OPERATOR, WHEREABOUTS
+
+_OPEN: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+@dataclass(frozen=True)
+class CrdSource:
+    """One installed CRD and where it came from."""
+
+    name: str
+    origin: str  # "generated" or "stand-in"
+    detail: str
+
+
+def _crd(
+    group: str,
+    kind: str,
+    plural: str,
+    version: str,
+    scope: str,
+    spec: dict[str, Any],
+    short: list[str] | None = None,
+    status: bool = True,
+) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": spec,
+    }
+    ver: dict[str, Any] = {
+        "name": version,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": props}},
+    }
+    if status:
+        props["status"] = _OPEN
+        ver["subresources"] = {"status": {}}
+    names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": kind.lower(),
+    }
+    if short:
+        names["shortNames"] = short
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}", "annotations": {"gpucluster.io/stand-in": "true"}},
+        "spec": {"group": group, "scope": scope, "names": names, "versions": [ver]},
+    }
+
+
+def stand_ins() -> list[dict[str, Any]]:
+    """The structural stand-in CRDs, as Python data."""
+    macvlan_spec = {
+        "type": "object",
+        "required": ["master"],
+        "properties": {
+            "networkNamespace": {"type": "string"},
+            "master": {"type": "string", "minLength": 1},
+            "mode": {"type": "string", "enum": ["bridge", "private", "vepa", "passthru", "source"]},
+            "mtu": {"type": "integer", "minimum": 0},
+            "ipam": {"type": "string"},  # JSON text of the CNI ipam section
+        },
+    }
+    nad_spec = {"type": "object", "properties": {"config": {"type": "string"}}}
+    return [
+        _crd("mellanox.com", "NicClusterPolicy", "nicclusterpolicies", "v1alpha1", "Cluster", _OPEN, ["ncp"]),
+        _crd("mellanox.com", "MacvlanNetwork", "macvlannetworks", "v1alpha1", "Cluster", macvlan_spec),
+        _crd(
+            "k8s.cni.cncf.io",
+            "NetworkAttachmentDefinition",
+            "network-attachment-definitions",
+            "v1",
+            "Namespaced",
+            nad_spec,
+            ["net-attach-def"],
+            status=False,
+        ),
+        _crd("nvidia.com", "ClusterPolicy", "clusterpolicies", "v1", "Cluster", _OPEN),
+    ]
+
+
+def generated_dir() -> Path:
+    """The folder of controller-gen output in the toolchain cache (ToolMissing when not built)."""
+    return path_of("crds")
+
+
+def all_crds() -> tuple[list[dict[str, Any]], list[CrdSource]]:
+    """Every CRD to install and, for the report, where each one came from."""
+    docs: list[dict[str, Any]] = []
+    sources: list[CrdSource] = []
+    for path in sorted(generated_dir().glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                docs.append(doc)
+                group = doc["spec"]["group"]
+                module = (
+                    f"prometheus-operator {PROMETHEUS_OPERATOR}"
+                    if "coreos" in group
+                    else f"whereabouts {WHEREABOUTS}"
+                )
+                sources.append(
+                    CrdSource(doc["metadata"]["name"], "generated", f"controller-gen from {module}")
+                )
+    for doc in stand_ins():
+        docs.append(doc)
+        sources.append(
+            CrdSource(doc["metadata"]["name"], "stand-in", "Go API module not served; structural CRD")
+        )
+    return docs, sources
+
+
+def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+    cmd = [str(path_of("kubectl")), f"--kubeconfig={kubeconfig}", *args]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise LocalWorldError(f"kubectl {' '.join(args[:3])} failed: {proc.stderr.strip()[:2000]}")
+    return proc.stdout
+
+
+def install_crds(kubeconfig: Path, *, timeout: float = 120) -> list[CrdSource]:
+    """Server-side apply every CRD and wait until all are Established; returns their sources."""
+    docs, sources = all_crds()
+    text = yaml.safe_dump_all(docs, sort_keys=False)
+    _kubectl(
+        kubeconfig,
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=gpucluster-local",
+        "-f",
+        "-",
+        stdin=text,
+        timeout=timeout,
+    )
+    names = [f"crd/{s.name}" for s in sources]
+    _kubectl(
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        f"--timeout={int(timeout)}s",
+        *names,
+        timeout=timeout + 10,
+    )
+    return sources

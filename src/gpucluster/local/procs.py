@@ -1,0 +1,164 @@
+"""Processes and ports: loopback ports, starting daemons, health probes, stopping by pid."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from gpucluster.local.state import Component, LocalWorldError
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def require_free(port: int, what: str) -> None:
+    """Raise a clear error when ``port`` (pinned by the user) is already taken on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError as err:
+            reason = "is in use" if err.errno == errno.EADDRINUSE else f"cannot be bound ({err.strerror})"
+            raise LocalWorldError(
+                f"port {port} for {what} {reason} on {HOST}; pick another port or leave it unset "
+                "to get a free one"
+            ) from None
+
+
+def spawn(
+    name: str, binary: Path, args: list[str], log: Path, health_url: str = "", port: int = 0
+) -> Component:
+    """Start ``binary args`` detached (own session, output to ``log``) and describe it."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as fh:
+        fh.write(f"\n==> {time.strftime('%Y-%m-%dT%H:%M:%S')} {binary} {' '.join(args)}\n".encode())
+        fh.flush()
+        proc = subprocess.Popen(
+            [str(binary), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # survives the CLI; Ctrl-C in the terminal does not reach it
+            close_fds=True,
+        )
+    return Component(
+        name=name,
+        pid=proc.pid,
+        binary=str(binary),
+        args=args,
+        log=str(log),
+        started_at=time.time(),
+        port=port,
+        health_url=health_url,
+    )
+
+
+def _gone(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # reap when it is our child
+        if waited == pid:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state == "Z"
+
+
+def stop(pid: int, grace: float = 10.0) -> bool:
+    """SIGTERM ``pid``, then SIGKILL after ``grace`` seconds; True when it is gone."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if _gone(pid):
+                return True
+            time.sleep(0.05)
+    return _gone(pid)
+
+
+def find_leftovers(state_dir: Path, binaries: set[str]) -> list[int]:
+    """Pids of processes running one of ``binaries`` with ``state_dir`` in their arguments.
+
+    Used when state.json is lost or corrupt, so a crashed run can still be stopped by pid.
+    """
+    found = []
+    marker = str(state_dir)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+        except OSError:
+            continue
+        if argv and Path(argv[0]).name in binaries and any(marker in a for a in argv[1:]):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _tls_context(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def probe(url: str, ctx: ssl.SSLContext | None, timeout: float = 2.0) -> tuple[bool, str]:
+    """GET ``url``; (True, body) on HTTP 200, else (False, what went wrong)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
+            return resp.status == 200, resp.read(2000).decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return False, f"HTTP {err.code}: {err.read(500).decode(errors='replace').strip()}"
+    except (urllib.error.URLError, OSError) as err:
+        return False, str(getattr(err, "reason", err))
+
+
+def wait_healthy(comp: Component, ca: Path, cert: Path, key: Path, state_dir: Path, timeout: float) -> None:
+    """Poll ``comp.health_url`` until 200; raise naming the component and its log on failure."""
+    ctx = _tls_context(ca, cert, key) if comp.health_url.startswith("https") else None
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if not comp.cmdline_matches(state_dir) or comp.is_zombie():
+            raise LocalWorldError(
+                f"{comp.name} exited during start-up; see its log: {comp.log}\n{tail(comp.log)}"
+            )
+        ok, last = probe(comp.health_url, ctx)
+        if ok:
+            return
+        time.sleep(0.25)
+    raise LocalWorldError(
+        f"{comp.name} did not become healthy within {timeout:.0f} s ({comp.health_url}: {last}); "
+        f"see its log: {comp.log}\n{tail(comp.log)}"
+    )
+
+
+def tail(log: str | Path, lines: int = 12) -> str:
+    """The last lines of a log, indented, for error messages."""
+    try:
+        text = Path(log).read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "\n".join("    " + line[:300] for line in text)

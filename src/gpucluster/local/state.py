@@ -1,0 +1,133 @@
+"""The local world's state directory and ``state.json``: what runs, where, since when.
+
+Layout of ``<state>/``: ``state.json``, ``pki/``, ``etcd-data/``, ``logs/<component>.log``,
+``kubeconfig`` (admin) and ``kubeconfigs/<component>``, plus the components' config files.
+A process recorded here is only ever treated as ours while ``/proc/<pid>/cmdline`` still shows the
+binary and the state directory we started it with (pids get reused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gpucluster.errors import GpuclusterError
+
+STATE_FILE = "state.json"
+FORMAT = 1
+
+
+class LocalWorldError(GpuclusterError):
+    """Something about the local control plane the user can act on."""
+
+
+def default_state_dir() -> Path:
+    """``$GPUCLUSTER_STATE/local``, else ``~/.local/state/gpucluster/local``."""
+    base = os.environ.get("GPUCLUSTER_STATE") or str(Path.home() / ".local" / "state" / "gpucluster")
+    return Path(base).expanduser() / "local"
+
+
+@dataclass
+class Component:
+    """One process we started."""
+
+    name: str
+    pid: int
+    binary: str
+    args: list[str]
+    log: str
+    started_at: float
+    port: int = 0
+    health_url: str = ""
+
+    def cmdline_matches(self, state_dir: Path) -> bool:
+        """True when ``pid`` is alive and is still this process (not a reused pid)."""
+        try:
+            raw = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        if not argv or Path(argv[0]).name != Path(self.binary).name:
+            return False
+        return any(str(state_dir) in a for a in argv[1:])
+
+    def is_zombie(self) -> bool:
+        """True for a dead child not yet reaped (``/proc/<pid>/stat`` state ``Z``)."""
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
+
+
+@dataclass
+class State:
+    """Everything ``down``/``status`` needs to find the processes again."""
+
+    dir: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    components: dict[str, Component] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    kubernetes_version: str = ""
+
+    @property
+    def file(self) -> Path:
+        return self.dir / STATE_FILE
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    def log_of(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def alive(self) -> dict[str, bool]:
+        """Component name → whether its recorded process is still ours and running."""
+        return {
+            name: c.cmdline_matches(self.dir) and not c.is_zombie() for name, c in self.components.items()
+        }
+
+    def save(self) -> None:
+        """Write state.json atomically (a crash never leaves half a file)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = {
+            "format": FORMAT,
+            "created_at": self.created_at,
+            "kubernetes_version": self.kubernetes_version,
+            "ports": self.ports,
+            "components": {n: asdict(c) for n, c in self.components.items()},
+        }
+        tmp = self.file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, self.file)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> State | None:
+        """Read ``state.json`` (None when there is none); a corrupt file raises LocalWorldError."""
+        path = state_dir / STATE_FILE
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError(f"unknown format {data.get('format') if isinstance(data, dict) else data!r}")
+            comps = {n: Component(**c) for n, c in data["components"].items()}
+            return cls(
+                dir=state_dir,
+                ports={k: int(v) for k, v in data["ports"].items()},
+                components=comps,
+                created_at=float(data["created_at"]),
+                kubernetes_version=str(data.get("kubernetes_version", "")),
+            )
+        except (ValueError, KeyError, TypeError) as err:
+            raise LocalWorldError(
+                f"{path} is corrupt ({err}). Stop any leftover processes it listed, then remove "
+                f"{state_dir} (or run `gpucluster local down --force`), and run `up` again."
+            ) from err

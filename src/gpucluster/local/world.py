@@ -1,0 +1,244 @@
+"""Bring the local control plane up, report on it, and tear it down.
+
+``World(state_dir).up()`` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+kwok on 127.0.0.1 with fresh certificates, waits until each is healthy and writes an admin
+kubeconfig. A previous run that crashed (dead or reused pids) is cleaned up first; one that is
+running and healthy is left alone. ``down()`` stops every process it started, by pid.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpucluster.errors import GpuclusterError
+from gpucluster.local import components, pki, procs
+from gpucluster.local.state import Component, LocalWorldError, State, default_state_dir
+from gpucluster.toolchain import path_of
+from gpucluster.toolchain.versions import KUBERNETES
+
+#: Files and folders ``up`` creates in the state directory; ``down`` removes exactly these.
+OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml")
+#: Binary (toolchain name) of each component.
+BINARIES = {name: name for name in components.ORDER}
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class ComponentStatus:
+    """What ``status`` reports for one component."""
+
+    name: str
+    pid: int
+    running: bool
+    healthy: bool
+    port: int
+    uptime_s: float
+    log: str
+    detail: str = ""
+
+
+@dataclass
+class UpResult:
+    """Outcome of ``up``: the state, and whether it was already running (nothing changed)."""
+
+    state: State
+    already_running: bool
+    seconds: float = 0.0
+    recovered: list[str] = field(default_factory=list)
+
+
+class World:
+    """The local control plane rooted at one state directory."""
+
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        *,
+        ports: dict[str, int] | None = None,
+        timeout: float = 90.0,
+        say: Say | None = None,
+    ) -> None:
+        self.dir = (state_dir or default_state_dir()).expanduser().resolve()
+        self.pinned = dict(ports or {})
+        self.timeout = timeout
+        self.say: Say = say or (lambda _msg: None)
+        unknown = set(self.pinned) - set(components.PORT_NAMES)
+        if unknown:
+            raise LocalWorldError(
+                f"unknown port name(s) {sorted(unknown)}; known: {', '.join(components.PORT_NAMES)}"
+            )
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def pki(self) -> pki.Pki:
+        return pki.Pki(self.dir / "pki")
+
+    def state(self) -> State | None:
+        """The recorded state (None when nothing was started); corrupt state.json raises."""
+        return State.load(self.dir)
+
+    # -- status -------------------------------------------------------------------------------
+    def status(self) -> list[ComponentStatus]:
+        """One entry per recorded component (empty when nothing was started)."""
+        state = self.state()
+        if state is None:
+            return []
+        alive = state.alive()
+        out = []
+        for name in components.ORDER:
+            comp = state.components.get(name)
+            if comp is None:
+                continue
+            healthy, detail = False, "not running"
+            if alive[name]:
+                healthy, detail = self._probe(comp)
+            uptime = time.time() - comp.started_at if alive[name] else 0.0
+            out.append(
+                ComponentStatus(
+                    name,
+                    comp.pid,
+                    alive[name],
+                    healthy,
+                    comp.port,
+                    uptime,
+                    comp.log,
+                    "" if healthy else detail.strip()[:200],
+                )
+            )
+        return out
+
+    def healthy(self) -> bool:
+        """True when every component is recorded, running and healthy."""
+        report = self.status()
+        return len(report) == len(components.ORDER) and all(c.healthy for c in report)
+
+    def _probe(self, comp: Component) -> tuple[bool, str]:
+        ctx = None
+        if comp.health_url.startswith("https"):
+            ctx = procs._tls_context(self.pki.ca, self.pki.cert("admin"), self.pki.key("admin"))
+        return procs.probe(comp.health_url, ctx)
+
+    # -- up -----------------------------------------------------------------------------------
+    def up(self) -> UpResult:
+        """Start the control plane (or confirm it already runs); see the module docstring."""
+        start = time.monotonic()
+        state = self.state()
+        if state is not None and self.healthy():
+            return UpResult(state, already_running=True)
+        recovered = self._clean(state)
+        if recovered:
+            self.say(f"cleaned up a stale previous run ({', '.join(recovered)})")
+        binaries = self._binaries()
+        ports = self._ports()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        layout = components.Layout(self.dir, pki.generate(self.dir / "pki", components.SERVICE_IP))
+        components.write_configs(layout, ports)
+        state = State(dir=self.dir, ports=ports, kubernetes_version=KUBERNETES)
+        state.save()
+        try:
+            self._start(state, layout, binaries, ports)
+        except BaseException:
+            self._stop_all(state)
+            (self.dir / "state.json").unlink(missing_ok=True)
+            raise
+        return UpResult(state, already_running=False, seconds=time.monotonic() - start, recovered=recovered)
+
+    def _binaries(self) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        missing: list[str] = []
+        for name, tool in BINARIES.items():
+            try:
+                found[name] = path_of(tool)
+            except GpuclusterError:
+                missing.append(tool)
+        if missing:
+            raise LocalWorldError(
+                f"missing binaries: {', '.join(missing)}. Run `gpucluster tools install` "
+                "(builds them from Go modules; tens of minutes the first time)."
+            )
+        return found
+
+    def _ports(self) -> dict[str, int]:
+        ports: dict[str, int] = {}
+        for name, port in self.pinned.items():
+            procs.require_free(port, name)
+            ports[name] = port
+        for name in components.PORT_NAMES:
+            while name not in ports:
+                port = procs.free_port()
+                if port not in ports.values():
+                    ports[name] = port
+        return ports
+
+    def _start(
+        self, state: State, layout: components.Layout, binaries: dict[str, Path], ports: dict[str, int]
+    ) -> None:
+        pk = layout.pki
+        # etcd and the API server first, one by one; the rest only need the API server.
+        for group in (("etcd",), ("kube-apiserver",), ("kube-controller-manager", "kube-scheduler", "kwok")):
+            started = []
+            for name in group:
+                t0 = time.monotonic()
+                args = components.ARGS[name](layout, ports)
+                comp = procs.spawn(
+                    name,
+                    binaries[name],
+                    args,
+                    state.log_of(name),
+                    components.health_url(name, ports),
+                    ports[name],
+                )
+                state.components[name] = comp
+                state.save()
+                started.append((comp, t0))
+            for comp, t0 in started:
+                procs.wait_healthy(comp, pk.ca, pk.cert("admin"), pk.key("admin"), self.dir, self.timeout)
+                self.say(f"✓ {comp.name} healthy on 127.0.0.1:{comp.port} ({time.monotonic() - t0:.1f} s)")
+
+    # -- down ---------------------------------------------------------------------------------
+    def down(self, *, force: bool = False) -> list[str]:
+        """Stop every process of this world by pid and remove its files; returns what was stopped.
+
+        ``force`` also proceeds when state.json is corrupt (processes are then found by their
+        command lines, which name this state directory).
+        """
+        try:
+            state = self.state()
+        except LocalWorldError:
+            if not force:
+                raise
+            state = None
+        stopped = self._clean(state)
+        return stopped
+
+    def _clean(self, state: State | None) -> list[str]:
+        """Stop what ``state`` lists (if still ours) and any leftovers; remove owned files."""
+        stopped = self._stop_all(state) if state else []
+        for pid in procs.find_leftovers(self.dir, set(BINARIES.values())):
+            procs.stop(pid)
+            stopped.append(f"pid {pid}")
+        for name in OWNED:
+            path = self.dir / name
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        return stopped
+
+    def _stop_all(self, state: State) -> list[str]:
+        stopped = []
+        for name in reversed(components.ORDER):
+            comp = state.components.get(name)
+            if comp and comp.cmdline_matches(self.dir):
+                if not procs.stop(comp.pid):
+                    raise LocalWorldError(f"could not stop {name} (pid {comp.pid}); stop it by hand")
+                stopped.append(name)
+        return stopped

@@ -1,0 +1,356 @@
+"""The local world against real components: etcd, kube-apiserver, controller manager, scheduler, kwok.
+
+Tests marked ``integration`` need the toolchain (`gpucluster tools install`); they are skipped with
+the reason when it is missing (GPUCLUSTER_REQUIRE_TOOLS=1 fails them instead). They share one world
+for this module and run in file order: the last ones kill, recover and finally tear it down.
+The unmarked tests at the end check error handling offline, without any binary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gpucluster.local import cli as local_cli
+from gpucluster.local import world as world_mod
+from gpucluster.local.procs import find_leftovers
+from gpucluster.local.stages import MANAGE_ANNOTATION, NOT_READY_ANNOTATION
+from gpucluster.local.state import Component, LocalWorldError, State
+from gpucluster.local.testing import LocalWorld, local_world_fixture
+from gpucluster.local.world import World
+from gpucluster.toolchain import path_of
+from gpucluster.toolchain.versions import KUBERNETES
+
+integration = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
+    yield from local_world_fixture(tmp_path_factory)
+
+
+def kubectl(lw: LocalWorld, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    proc = subprocess.run(
+        [str(path_of("kubectl")), f"--kubeconfig={lw.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+def wait_for(what: str, probe, timeout: float = 60.0, every: float = 0.5):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def listeners(pids: set[int]) -> list[str]:
+    """Local addresses that ``pids`` listen on (from `ss -ltnp`)."""
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        if any(f"pid={pid}," in line for pid in pids):
+            found.append(fields[3])
+    return found
+
+
+def fake_node(name: str, taint: bool = True) -> dict:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {MANAGE_ANNOTATION: "fake"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+        },
+        "spec": {},
+    }
+    if taint:
+        node["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    return node
+
+
+def node_ready(lw: LocalWorld, name: str) -> bool:
+    node = json.loads(kubectl(lw, "get", "node", name, "-o", "json"))
+    conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+    return conds.get("Ready") == "True"
+
+
+# -- against the running world ------------------------------------------------------------------
+
+
+@integration
+def test_version_is_the_pinned_release(lw: LocalWorld) -> None:
+    version = json.loads(kubectl(lw, "get", "--raw", "/version"))
+    assert version["gitVersion"] == KUBERNETES
+    assert kubectl(lw, "version", "--client", "-o", "json").count(KUBERNETES) >= 1
+
+
+@integration
+def test_dra_api_is_served(lw: LocalWorld) -> None:
+    out = kubectl(lw, "api-resources", "--api-group=resource.k8s.io", "-o", "name")
+    for kind in ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"):
+        assert f"{kind}.resource.k8s.io" in out
+    assert "resource.k8s.io/v1" in kubectl(lw, "api-versions")
+
+
+@integration
+def test_crds_are_established_and_validate(lw: LocalWorld) -> None:
+    crds = kubectl(lw, "get", "crd", "-o", "name")
+    for name in (
+        "servicemonitors.monitoring.coreos.com",
+        "prometheusrules.monitoring.coreos.com",
+        "ippools.whereabouts.cni.cncf.io",
+        "nicclusterpolicies.mellanox.com",
+        "macvlannetworks.mellanox.com",
+        "network-attachment-definitions.k8s.cni.cncf.io",
+        "clusterpolicies.nvidia.com",
+    ):
+        assert f"customresourcedefinition.apiextensions.k8s.io/{name}" in crds
+    bad = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": "bad", "namespace": "default"},
+        "spec": {"endpoints": "not-a-list"},
+    }
+    proc = subprocess.run(
+        [str(path_of("kubectl")), f"--kubeconfig={lw.kubeconfig}", "apply", "--server-side", "-f", "-"],
+        input=json.dumps(bad),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0 and "endpoints" in proc.stderr
+
+
+@integration
+def test_kwok_node_becomes_ready_and_keeps_its_capacity(lw: LocalWorld) -> None:
+    node = fake_node("gpu-node-0")
+    kubectl(lw, "apply", "-f", "-", stdin=json.dumps(node))
+    status = {
+        "status": {
+            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+        }
+    }
+    kubectl(
+        lw, "patch", "node", "gpu-node-0", "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
+    wait_for("node gpu-node-0 Ready", lambda: node_ready(lw, "gpu-node-0"))
+    alloc = json.loads(kubectl(lw, "get", "node", "gpu-node-0", "-o", "jsonpath={.status.allocatable}"))
+    assert alloc["nvidia.com/gpu"] == "8"
+
+
+@integration
+def test_tolerating_pod_is_scheduled_and_running(lw: LocalWorld) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gpu-pod", "namespace": "default"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "example.invalid/cuda:1",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    kubectl(lw, "apply", "-f", "-", stdin=json.dumps(pod))
+    phase = wait_for(
+        "pod Running",
+        lambda: kubectl(lw, "get", "pod", "gpu-pod", "-o", "jsonpath={.status.phase}") == "Running",
+    )
+    assert phase
+    assert kubectl(lw, "get", "pod", "gpu-pod", "-o", "jsonpath={.spec.nodeName}") == "gpu-node-0"
+    kubectl(lw, "delete", "pod", "gpu-pod", "--wait=true", "--timeout=60s")
+
+
+@integration
+def test_not_ready_annotation_makes_the_node_not_ready(lw: LocalWorld) -> None:
+    kubectl(lw, "annotate", "node", "gpu-node-0", f"{NOT_READY_ANNOTATION}=true")
+    wait_for("node NotReady", lambda: not node_ready(lw, "gpu-node-0"))
+    kubectl(lw, "annotate", "node", "gpu-node-0", f"{NOT_READY_ANNOTATION}-")
+    wait_for("node Ready again", lambda: node_ready(lw, "gpu-node-0"))
+
+
+@integration
+def test_nothing_listens_beyond_loopback(lw: LocalWorld) -> None:
+    state = lw.world.state()
+    assert state is not None
+    pids = {c.pid for c in state.components.values()}
+    addrs = listeners(pids)
+    assert addrs, "no listening sockets found for the components"
+    assert all(a.startswith("127.0.0.1:") for a in addrs), addrs
+    assert set(state.ports.values()) <= {int(a.rsplit(":", 1)[1]) for a in addrs}
+
+
+@integration
+def test_up_again_changes_nothing_and_status_reports_healthy(lw: LocalWorld) -> None:
+    before = {n: c.pid for n, c in lw.world.state().components.items()}  # type: ignore[union-attr]
+    result = CliRunner().invoke(local_cli.local, ["up", "--state-dir", str(lw.state_dir)])
+    assert result.exit_code == 0, result.output
+    assert "already running" in result.output
+    assert {n: c.pid for n, c in lw.world.state().components.items()} == before  # type: ignore[union-attr]
+    status = CliRunner().invoke(local_cli.local, ["status", "--state-dir", str(lw.state_dir)])
+    assert status.exit_code == 0, status.output
+    assert status.output.count("healthy") == 5
+
+
+@integration
+def test_up_after_apiserver_sigkill_recovers(lw: LocalWorld) -> None:
+    old = lw.world.state()
+    assert old is not None
+    os.kill(old.components["kube-apiserver"].pid, signal.SIGKILL)
+    wait_for("apiserver gone", lambda: not lw.world.healthy(), timeout=15)
+    result = lw.world.up()
+    assert not result.already_running
+    assert "kube-apiserver" not in result.recovered  # it was dead: nothing to stop
+    assert "etcd" in result.recovered  # the survivors were stopped, not orphaned
+    for name, comp in old.components.items():
+        assert not comp.cmdline_matches(lw.state_dir), f"old {name} (pid {comp.pid}) still runs"
+    assert lw.world.healthy()
+    assert json.loads(kubectl(lw, "get", "--raw", "/version"))["gitVersion"] == KUBERNETES
+
+
+@integration
+def test_down_leaves_no_process_and_no_port(lw: LocalWorld) -> None:
+    state = lw.world.state()
+    assert state is not None
+    pids = {c.pid for c in state.components.values()}
+    stopped = lw.world.down()
+    assert set(stopped) == set(state.components)
+    assert not [p for p in pids if Path(f"/proc/{p}").exists()], "processes left after down"
+    for port in state.ports.values():
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
+    assert not (lw.state_dir / "state.json").exists()
+    assert lw.world.status() == []
+
+
+# -- offline: error handling, no binaries needed ------------------------------------------------
+
+
+def test_missing_binaries_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCLUSTER_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = CliRunner().invoke(local_cli.local, ["up", "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 1
+    assert "missing binaries: etcd, kube-apiserver" in result.output
+    assert "gpucluster tools install" in result.output and "Traceback" not in result.output
+
+
+def test_pinned_port_in_use_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(world_mod, "path_of", lambda name: Path("/bin/true"))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(
+            local_cli.local, ["up", "--state-dir", str(tmp_path), "--apiserver-port", str(port)]
+        )
+    assert result.exit_code == 1
+    assert f"port {port} for kube-apiserver is in use on 127.0.0.1" in result.output
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_corrupt_state_is_a_clear_error_and_down_force_cleans(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text("{not json")
+    runner = CliRunner()
+    for args in (["up"], ["status"], ["down"]):
+        result = runner.invoke(local_cli.local, [*args, "--state-dir", str(tmp_path)])
+        assert result.exit_code == 1, args
+        assert "state.json is corrupt" in result.output and "Traceback" not in result.output
+    result = runner.invoke(local_cli.local, ["down", "--force", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 0
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_stale_state_never_kills_a_reused_pid(tmp_path: Path) -> None:
+    stranger = subprocess.Popen(["sleep", "60"])  # has a pid we "recorded", but is not ours
+    try:
+        state = State(dir=tmp_path, ports={"etcd": 1})
+        state.components["etcd"] = Component("etcd", stranger.pid, "/x/etcd", [], "", time.time())
+        state.save()
+        assert World(tmp_path).down() == []
+        assert stranger.poll() is None, "a process that is not ours was stopped"
+        assert not (tmp_path / "state.json").exists()
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_leftovers_are_found_by_command_line(tmp_path: Path) -> None:
+    fake = tmp_path / "etcd"
+    fake.symlink_to(sys.executable)
+    proc = subprocess.Popen(
+        [str(fake), "-c", "import time; time.sleep(60)", f"--data-dir={tmp_path}/etcd-data"]
+    )
+    try:
+        wait_for("fake etcd", lambda: proc.pid in find_leftovers(tmp_path, {"etcd"}), timeout=10)
+        assert World(tmp_path).down(force=True) == [f"pid {proc.pid}"]
+        assert proc.wait(timeout=5) is not None
+    finally:
+        proc.kill()
+
+
+def test_kwok_config_is_ours_and_well_formed() -> None:
+    from gpucluster.local.stages import config_text
+
+    docs = list(yaml.safe_load_all(config_text("10.244.0.0/16")))
+    assert docs[0]["kind"] == "KwokConfiguration"
+    stages = {d["metadata"]["name"]: d for d in docs[1:]}
+    assert {d["kind"] for d in docs[1:]} == {"Stage"}
+    assert {"gpucluster-node-ready", "gpucluster-pod-running", "gpucluster-pod-delete"} <= set(stages)
+    assert "capacity" in stages["gpucluster-node-ready"]["spec"]["next"]["statusTemplate"]
+    assert stages["gpucluster-pod-delete"]["spec"]["next"] == {"delete": True}
+
+
+def test_unknown_pinned_port_name() -> None:
+    with pytest.raises(LocalWorldError, match="unknown port name"):
+        World(Path("/tmp/x"), ports={"etcdd": 1})
+
+
+def test_pki_chains_to_one_ca_with_loopback_names_and_private_keys(tmp_path: Path) -> None:
+    import ipaddress
+
+    from cryptography import x509
+
+    from gpucluster.local.pki import generate
+
+    pki = generate(tmp_path / "pki", "10.96.0.1")
+    ca = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    api = x509.load_pem_x509_certificate(pki.cert("apiserver").read_bytes())
+    api.verify_directly_issued_by(ca)
+    sans = api.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address("127.0.0.1") in sans.get_values_for_type(x509.IPAddress)
+    assert ipaddress.ip_address("10.96.0.1") in sans.get_values_for_type(x509.IPAddress)
+    admin = x509.load_pem_x509_certificate(pki.cert("admin").read_bytes())
+    assert admin.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATION_NAME)[0].value == "system:masters"
+    for key in pki.dir.glob("*.key"):
+        assert key.stat().st_mode & 0o077 == 0, key
