@@ -58,7 +58,7 @@ def validate(inventory: Path | None, output: str) -> None:
         if output == "json":
             click.echo(json.dumps({"valid": False, "source": err.source,
                                    "problems": [p.__dict__ for p in err.problems]}, indent=2))
-            sys.exit(err.exit_code)
+            raise click.exceptions.Exit(err.exit_code) from None
         raise
     warnings = warnings_of(spec)
     if output == "json":
@@ -142,7 +142,9 @@ _add_optional_groups()
 def entrypoint(argv: list[str] | None = None) -> int:
     """Run the CLI; map errors to exit codes without tracebacks for user mistakes."""
     try:
-        main.main(args=argv, prog_name="gpucluster", standalone_mode=False)
+        rc = main.main(args=argv, prog_name="gpucluster", standalone_mode=False)
+        if isinstance(rc, int):  # click returns ctx.exit(code) codes when not standalone
+            return rc
     except click.exceptions.Exit as err:
         return err.exit_code
     except click.ClickException as err:

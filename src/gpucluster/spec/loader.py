@@ -107,7 +107,8 @@ def load_spec(inventory: str | Path) -> ClusterSpec:
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(str(path), problems_from_pydantic(err, data)) from None
+        problems = problems_from_pydantic(err, data)
+        raise SpecError(str(path), problems + _cross_field_despite(err, data, problems)) from None
     problems = validate(spec)
     if any(p.severity == "error" for p in problems):
         raise SpecError(str(path), problems)
@@ -149,7 +150,7 @@ def problems_from_pydantic(err: ValidationError, data: Any) -> list[Problem]:
         elif e["type"] == "missing":
             msg = "required key is missing"
         elif e["type"] == "literal_error":
-            msg = f"{e.get('input')!r} is not allowed; {e['msg'].lower()}"
+            msg = f"{e.get('input')!r} is not allowed: {e['msg']}"
         problems.append(Problem(path, msg, hint))
     return problems
 
@@ -183,3 +184,44 @@ def _inner_model(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
+
+
+def _cross_field_despite(err: ValidationError, data: Any, seen: list[Problem]) -> list[Problem]:
+    """Run the cross-field rules on a copy without the fields that failed, so one pass reports all.
+
+    Only mapping keys are dropped (list items would shift the indices of later paths); when a key
+    that failed is required, or the copy still fails after a few rounds, this gives up quietly.
+    """
+    import copy
+
+    from gpucluster.spec.validate import validate
+
+    trimmed = copy.deepcopy(data)
+    for _ in range(3):
+        for e in err.errors():
+            if not _drop(trimmed, e["loc"]):
+                return []
+        try:
+            spec = ClusterSpec.model_validate(trimmed)
+        except ValidationError as again:
+            err = again
+            continue
+        known = {(p.path, p.message) for p in seen}
+        return [p for p in validate(spec) if (p.path, p.message) not in known]
+    return []
+
+
+def _drop(data: Any, loc: tuple) -> bool:
+    parts = [p for p in loc if isinstance(p, int) or ("[" not in p and "(" not in p)]
+    node, parent, key = data, None, None
+    for part in parts:
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            parent, key, node = node, part, node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            break
+    if parent is None or key is None:
+        return False
+    del parent[key]
+    return True

@@ -14,7 +14,7 @@ import re
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from gpucluster import versions
@@ -150,6 +150,11 @@ class Taint(Model):
     def _key(cls, v: str) -> str:
         return check_label_key(v)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, v: object) -> object:
+        return parse_taint(v)
+
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
@@ -192,13 +197,6 @@ class NodePool(Model):
         default=None, description="Defaults to nvidia.com/gpu=present:NoSchedule on GPU pools, none on CPU pools."
     )
     rdma: Rdma | None = None
-
-    @field_validator("taints", mode="before")
-    @classmethod
-    def _taints(cls, v: object) -> object:
-        if isinstance(v, list):
-            return [parse_taint(t) for t in v]
-        return v
 
     @property
     def uses_device_plugin(self) -> bool:

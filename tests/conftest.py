@@ -1,0 +1,64 @@
+"""Shared fixtures: paths, a minimal valid spec to mutate, and a helper to write specs to disk."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+LOCAL = REPO / "inventories" / "local"
+LAB = REPO / "inventories" / "lab"
+
+BASE_SPEC = {
+    "metadata": {"name": "t"},
+    "hosts": [
+        {"name": "cp", "address": "10.0.0.1", "roles": ["control-plane"]},
+        {"name": "g1", "address": "10.0.0.2"},
+        {"name": "g2", "address": "10.0.0.3"},
+    ],
+    "nodePools": [
+        {"name": "h100", "hosts": ["g1"], "gpu": {"model": "H100-SXM5-80GB", "count": 8}},
+        {"name": "l4", "hosts": ["g2"], "gpu": {"model": "L4", "count": 4},
+         "sharing": {"mode": "time-slicing", "replicas": 4}},
+    ],
+    "tenants": [{"name": "team-a", "quota": {"gpus": 8}}],
+}
+
+
+@pytest.fixture
+def base() -> dict:
+    return copy.deepcopy(BASE_SPEC)
+
+
+@pytest.fixture
+def write_spec(tmp_path):
+    """Write a spec (dict or raw text) as tmp/<n>/cluster.yaml and return the folder."""
+    counter = {"n": 0}
+
+    def _write(data: dict | str | bytes) -> Path:
+        counter["n"] += 1
+        folder = tmp_path / f"inv{counter['n']}"
+        folder.mkdir()
+        path = folder / "cluster.yaml"
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        elif isinstance(data, str):
+            path.write_text(data)
+        else:
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return folder
+
+    return _write
+
+
+@pytest.fixture
+def local_inventory() -> Path:
+    return LOCAL
+
+
+@pytest.fixture
+def lab_inventory() -> Path:
+    return LAB
