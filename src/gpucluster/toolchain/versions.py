@@ -117,6 +117,15 @@ _ALL: list[Tool] = [
         needs=("controller-gen",),
         version_args=(),
     ),
+    # promtool checks and unit-tests the rendered PrometheusRule (Prometheus 3.16.0 = module v0.316.0).
+    Tool(
+        name="promtool",
+        version="v0.316.0",
+        module="promtool",
+        package="github.com/prometheus/prometheus/cmd/promtool",
+        ldflags=("-X github.com/prometheus/common/version.Version=3.16.0",),
+        version_text="promtool, version 3.16.0 ",
+    ),
 ]
 
 #: Every known tool by name, in build order.
