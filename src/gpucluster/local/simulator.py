@@ -1,0 +1,352 @@
+"""The GPU simulator: kwok nodes that publish what NVIDIA's node agents would (SIMULATED GPUs).
+
+For every host of the spec it registers a Node as kubelet would (names, the pool/user labels and
+taints of :func:`gpucluster.render.nodes.node_config`, the machine's CPU/memory), annotated so kwok
+manages it and marked ``gpucluster.dev/simulated=true``. Each :meth:`Simulator.sync` then does what
+GPU Feature Discovery, the device plugin, the MIG manager, the DRA kubelet plugin and the RDMA
+shared device plugin would do on that node, reading their configuration from the cluster (see
+:mod:`gpucluster.local.simulator_agents`): GFD labels, capacity/allocatable in the node status, and
+one ResourceSlice per DRA node. Only the silicon (GPU model and count, NICs) comes from the spec.
+
+A sync writes only what differs, so a second sync with nothing changed writes nothing. Faults are
+node annotations (:data:`FAULTS`), so ``kubectl annotate`` injects them as well as :meth:`inject`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from gpucluster import catalog
+from gpucluster.expected import DRA_DRIVER
+from gpucluster.local.simulator_agents import (
+    DERIVED,
+    FAULT_MISSING,
+    FAULT_PRODUCT,
+    FAULT_UNHEALTHY,
+    SIMULATED,
+    Desired,
+    Silicon,
+    describe,
+    is_gfd_label,
+    node_agents,
+)
+from gpucluster.local.simulator_kube import Kube, SimulatorError
+from gpucluster.local.stages import MANAGE_ANNOTATION, NOT_READY_ANNOTATION
+from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
+from gpucluster.render.network import NIC_POLICY_NAME
+from gpucluster.render.nodes import node_config
+from gpucluster.spec.model import ClusterSpec
+
+log = logging.getLogger("gpucluster.simulator")
+
+#: Fault name -> the node annotation that injects it.
+FAULTS = {
+    "unhealthy-gpus": FAULT_UNHEALTHY,  # "0,3": those GPUs are unhealthy (allocatable drops)
+    "missing-devices": FAULT_MISSING,  # "gpu-2": left out of the node's ResourceSlice
+    "product": FAULT_PRODUCT,  # GFD's nvidia.com/gpu.product shows this value
+    "not-ready": NOT_READY_ANNOTATION,  # "true": kwok keeps the node NotReady
+}
+BANNER = (
+    "GPUs are SIMULATED (no real GPU, driver or kubelet): "
+    "gpucluster's simulator publishes what NVIDIA's agents would"
+)
+SELECTOR = f"labelSelector={SIMULATED}%3Dtrue"
+NODES = "/api/v1/nodes"
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
+    """What each host physically has (the only facts the simulator takes from the spec)."""
+    out: dict[str, Silicon] = {}
+    for host in spec.hosts:
+        pool = spec.pool_of(host.name)
+        gpu = pool.gpu if pool else None
+        rdma = pool.rdma if pool else None
+        out[host.name] = Silicon(
+            node=host.name,
+            model=catalog.get(gpu.model) if gpu else None,
+            count=gpu.count if gpu else 0,
+            nics=tuple(rdma.interfaces) if rdma else (),
+            link_type=rdma.link_type if rdma else "infiniband",
+        )
+    return out
+
+
+def slice_name(node: str) -> str:
+    return f"{node}-{DRA_DRIVER}"
+
+
+@dataclass
+class SyncReport:
+    """What one sync did; ``writes`` is the number of write calls it made."""
+
+    nodes: int = 0
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    writes: int = 0
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.writes > 0
+
+
+def _quantities(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: parse_quantity(v) for k, v in (values or {}).items()}
+
+
+def _devices_key(devices: list[dict[str, Any]] | None) -> list[Any]:
+    """Devices in a comparable form (the API server rewrites quantities, e.g. bytes -> 80Gi)."""
+    return [
+        (
+            d["name"],
+            d.get("attributes") or {},
+            {k: parse_quantity(v["value"]) for k, v in (d.get("capacity") or {}).items()},
+        )
+        for d in devices or []
+    ]
+
+
+class Simulator:
+    """Keeps the simulated nodes of one spec current in one cluster."""
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        kubeconfig: Path,
+        *,
+        workers: int = 8,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.kube = Kube(kubeconfig, pool_size=max(workers, 4))
+        self.workers = workers
+        self.say = say or log.info
+        self.silicon = silicon_of(spec)
+        self.registration = node_config(spec)
+        self.control_plane = {h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_notes: dict[str, list[str]] = {}
+
+    # -- reconcile ------------------------------------------------------------------------------
+    def sync(self) -> SyncReport:
+        """Reconcile every simulated node once (idempotent: nothing differs, nothing is written)."""
+        start_writes = self.kube.writes
+        ns = self.spec.gpu_operator.namespace
+        dp = self.kube.get(f"/api/v1/namespaces/{ns}/configmaps/{DEVICE_PLUGIN_CONFIGMAP}")
+        mig = self.kube.get(f"/api/v1/namespaces/{ns}/configmaps/{MIG_CONFIGMAP}")
+        nic = self.kube.get(f"/apis/mellanox.com/v1alpha1/nicclusterpolicies/{NIC_POLICY_NAME}")
+        inputs = dict(
+            device_plugin_data=(dp or {}).get("data", {}) if dp else None,
+            mig_data=(mig or {}).get("data", {}) if mig else None,
+            nic_policy=nic,
+            cluster=self.spec.metadata.name,
+            driver_version=self.spec.gpu_operator.driver.version,
+        )
+        nodes = {n["metadata"]["name"]: n for n in self.kube.items(f"{NODES}?{SELECTOR}")}
+        slices = {s["metadata"]["name"]: s for s in self.kube.items(f"{SLICES}?{SELECTOR}")}
+        report = SyncReport(nodes=len(self.silicon))
+        with ThreadPoolExecutor(self.workers) as pool:
+            results = list(
+                pool.map(
+                    lambda name: self._sync_node(
+                        self.silicon[name], nodes.get(name), slices.get(slice_name(name)), inputs
+                    ),
+                    self.silicon,
+                )
+            )
+        for name, (outcome, notes) in zip(self.silicon, results, strict=True):
+            if outcome == "created":
+                report.created.append(name)
+            elif outcome == "updated":
+                report.updated.append(name)
+            if notes:
+                report.notes[name] = notes
+            if notes != self._last_notes.get(name, []):
+                for note in notes:
+                    log.warning("%s: %s", name, note)
+        self._last_notes = report.notes
+        for name in sorted(set(nodes) - set(self.silicon)):  # hosts removed from the spec
+            self.kube.delete(f"{NODES}/{name}")
+            report.deleted.append(name)
+        for name, s in slices.items():
+            if s["spec"].get("nodeName") not in self.silicon:
+                self.kube.delete(f"{SLICES}/{name}")
+        report.writes = self.kube.writes - start_writes
+        return report
+
+    def _sync_node(
+        self, si: Silicon, node: dict | None, rslice: dict | None, inputs: dict
+    ) -> tuple[str, list[str]]:
+        if node is None:
+            reg = self.registration[si.node]
+            desired = node_agents(si, reg["labels"], {}, **inputs)
+            node = self.kube.create(NODES, self._new_node(si, desired))
+            self._sync_slice(node, desired, rslice)
+            return "created", desired.notes
+        meta = node["metadata"]
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        desired = node_agents(si, labels, annotations, **inputs)
+        before = self.kube.writes
+        label_patch: dict[str, str | None] = {k: v for k, v in desired.labels.items() if labels.get(k) != v}
+        label_patch.update({k: None for k in labels if is_gfd_label(k) and k not in desired.labels})
+        derived = describe(desired, desired.labels)
+        meta_patch: dict[str, Any] = {}
+        if label_patch:
+            meta_patch["labels"] = label_patch
+        if annotations.get(DERIVED) != derived:
+            meta_patch["annotations"] = {DERIVED: derived}
+        if meta_patch:
+            self.kube.patch(f"{NODES}/{si.node}", {"metadata": meta_patch})
+        status = node.get("status") or {}
+        status_patch = {}
+        for fld in ("capacity", "allocatable"):
+            want, have = getattr(desired, fld), status.get(fld) or {}
+            if _quantities(want) != _quantities(have):
+                status_patch[fld] = {**{k: None for k in have if k not in want}, **want}
+        if status_patch:
+            self.kube.patch(f"{NODES}/{si.node}/status", {"status": status_patch})
+        self._sync_slice(node, desired, rslice)
+        return ("updated" if self.kube.writes > before else "unchanged"), desired.notes
+
+    def _new_node(self, si: Silicon, desired: Desired) -> dict[str, Any]:
+        """The Node as kubelet would register it (labels, taints, capacity), plus GFD's labels."""
+        reg = self.registration[si.node]
+        labels = {
+            "kubernetes.io/hostname": si.node,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            SIMULATED: "true",
+            **reg["labels"],
+            **desired.labels,
+        }
+        if si.node in self.control_plane:
+            labels["node-role.kubernetes.io/control-plane"] = ""
+        annotations = {
+            MANAGE_ANNOTATION: "fake",
+            SIMULATED: "true",
+            DERIVED: describe(desired, desired.labels),
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": si.node, "labels": labels, "annotations": annotations},
+            "spec": {"taints": reg["taints"]} if reg["taints"] else {},
+            # The API server keeps status on create, as it does for a kubelet's registration.
+            "status": {"capacity": desired.capacity, "allocatable": desired.allocatable},
+        }
+
+    def _sync_slice(self, node: dict, desired: Desired, rslice: dict | None) -> None:
+        name = node["metadata"]["name"]
+        if desired.devices is None:
+            if rslice is not None:
+                self.kube.delete(f"{SLICES}/{slice_name(name)}")
+            return
+        if rslice is not None and _devices_key(rslice["spec"].get("devices")) == _devices_key(
+            desired.devices
+        ):
+            return
+        generation = (rslice["spec"]["pool"].get("generation", 0) + 1) if rslice else 1
+        spec = {
+            "driver": DRA_DRIVER,
+            "nodeName": name,
+            "devices": desired.devices,
+            "pool": {"name": name, "generation": generation, "resourceSliceCount": 1},
+        }
+        if rslice is not None:
+            # A new pool generation tells the scheduler to use only this content (as the driver does).
+            self.kube.patch(f"{SLICES}/{slice_name(name)}", {"spec": spec})
+            return
+        owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+        self.kube.create(
+            SLICES,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {
+                    "name": slice_name(name),
+                    "labels": {SIMULATED: "true"},
+                    "ownerReferences": [owner],
+                },
+                "spec": spec,
+            },
+        )
+
+    # -- faults ---------------------------------------------------------------------------------
+    def inject(self, node: str, fault: str, value: str = "true") -> None:
+        """Set fault ``fault`` (a :data:`FAULTS` key) on ``node``; the next sync applies it."""
+        self._annotate(node, {self._fault_key(fault): value})
+
+    def clear(self, node: str, fault: str | None = None) -> None:
+        """Remove one fault (or all of them) from ``node``."""
+        keys = [self._fault_key(fault)] if fault else list(FAULTS.values())
+        self._annotate(node, {k: None for k in keys})
+
+    def _fault_key(self, fault: str) -> str:
+        if fault not in FAULTS:
+            raise SimulatorError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        return FAULTS[fault]
+
+    def _annotate(self, node: str, annotations: dict[str, str | None]) -> None:
+        if node not in self.silicon:
+            raise SimulatorError(
+                f"{node!r} is not a simulated node of this spec; known: {', '.join(self.silicon)}"
+            )
+        self.kube.patch(f"{NODES}/{node}", {"metadata": {"annotations": annotations}})
+
+    # -- keep current ---------------------------------------------------------------------------
+    def run(self, interval: float = 5.0, stop: threading.Event | None = None) -> None:
+        """Sync every ``interval`` seconds until ``stop`` is set; API errors are logged, not fatal."""
+        stop = stop or self._stop
+        while not stop.is_set():
+            try:
+                report = self.sync()
+                if report.changed:
+                    log.info(
+                        "sync: %d writes (created %d, updated %d)",
+                        report.writes,
+                        len(report.created),
+                        len(report.updated),
+                    )
+            except SimulatorError as exc:
+                log.warning("sync failed (will retry in %.0f s): %s", interval, exc)
+            stop.wait(interval)
+
+    def start(self, interval: float = 5.0) -> threading.Thread:
+        """Run :meth:`run` in a daemon thread (stopped by :meth:`stop`)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, args=(interval,), name="gpu-simulator", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def close(self) -> None:
+        self.stop()
+        self.kube.close()
+
+
+def attach(world: Any, spec: ClusterSpec, *, say: Callable[[str], None] | None = None) -> Simulator:
+    """Create the spec's simulated nodes in ``world`` (a local ``World``) and sync them once."""
+    sim = Simulator(spec, Path(world.kubeconfig), say=say)
+    report = sim.sync()
+    sim.say(BANNER)
+    sim.say(
+        f"✓ {report.nodes} simulated nodes ({len(report.created)} created, {len(report.updated)} updated, "
+        f"{report.writes} writes)"
+    )
+    return sim

@@ -1,0 +1,298 @@
+"""The GPU simulator's agents, offline: ConfigMap parsing and what each node publishes.
+
+Fed with the ConfigMaps the render core produces, the simulator must agree with
+:func:`gpucluster.expected.host_states`; fed with changed or broken ConfigMaps it must publish a node
+that differs in exactly the way the real NVIDIA agents would.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gpucluster import catalog, expected
+from gpucluster.local import simulator_agents as agents
+from gpucluster.local.simulator import silicon_of
+from gpucluster.render import gpu_operator, network
+from gpucluster.render.nodes import node_config
+from gpucluster.spec import load_spec
+from gpucluster.spec.model import ClusterSpec
+
+
+@pytest.fixture
+def spec(local_inventory) -> ClusterSpec:
+    return load_spec(local_inventory)
+
+
+@pytest.fixture
+def lab(lab_inventory) -> ClusterSpec:
+    return load_spec(lab_inventory)
+
+
+def deployed(spec: ClusterSpec) -> dict:
+    """The inputs the agents read, as the rendered objects would be deployed."""
+    objs = {o["metadata"]["name"]: o for o in gpu_operator.objects(spec)}
+    mig = objs.get(gpu_operator.MIG_CONFIGMAP)
+    return dict(
+        device_plugin_data=dict(objs[gpu_operator.DEVICE_PLUGIN_CONFIGMAP]["data"]),
+        mig_data=dict(mig["data"]) if mig else None,
+        nic_policy=network.nic_cluster_policy(spec),
+        cluster=spec.metadata.name,
+        driver_version=spec.gpu_operator.driver.version,
+    )
+
+
+def agents_for(
+    spec: ClusterSpec, host: str, inputs: dict, annotations: dict | None = None, labels: dict | None = None
+) -> agents.Desired:
+    node_labels = {**node_config(spec)[host]["labels"], **(labels or {})}
+    return agents.node_agents(silicon_of(spec)[host], node_labels, annotations or {}, **inputs)
+
+
+def extended(resources: dict[str, str]) -> dict[str, int]:
+    return {k: int(v) for k, v in resources.items() if "/" in k}
+
+
+# -- agreement with the spec when the rendered objects are deployed ----------------------------
+
+
+@pytest.mark.parametrize("inventory", ["spec", "lab"])
+def test_rendered_configmaps_give_the_expected_nodes(inventory, request) -> None:
+    spec = request.getfixturevalue(inventory)
+    inputs = deployed(spec)
+    for host, state in expected.host_states(spec).items():
+        got = agents_for(spec, host, inputs)
+        want_gfd = {k: v for k, v in state.labels.items() if agents.is_gfd_label(k)}
+        assert got.labels == want_gfd, host
+        assert extended(got.capacity) == state.resources, host
+        assert extended(got.allocatable) == state.resources, host
+        assert got.notes == [], (host, got.notes)
+        if state.devices:
+            assert [d["name"] for d in got.devices] == [d.name for d in state.devices], host
+            assert [int(d["capacity"]["memory"]["value"]) for d in got.devices] == [
+                d.memory_bytes for d in state.devices
+            ]
+        else:
+            assert got.devices is None, host
+
+
+def test_local_inventory_numbers(spec) -> None:
+    inputs = deployed(spec)
+    assert extended(agents_for(spec, "l4-1", inputs).allocatable) == {"nvidia.com/gpu": 16}
+    assert extended(agents_for(spec, "h200-1", inputs).allocatable) == {"nvidia.com/gpu": 8}
+    assert extended(agents_for(spec, "a100-1", inputs).allocatable) == {"nvidia.com/mig-1g.10gb": 56}
+    h100 = agents_for(spec, "h100-1", inputs)
+    assert extended(h100.allocatable) == {"rdma/rdma_shared_device_a": spec.networking.rdma_hca_max}
+    assert len(h100.devices) == 8
+    cp = agents_for(spec, "cp-1", inputs)
+    assert cp.labels == {} and cp.devices is None and extended(cp.capacity) == {}
+
+
+# -- the device plugin follows the deployed ConfigMap ------------------------------------------
+
+
+def test_changing_replicas_in_the_configmap_changes_allocatable(spec) -> None:
+    inputs = deployed(spec)
+    doc = yaml.safe_load(inputs["device_plugin_data"]["l4-infer"])
+    assert doc["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
+    doc["sharing"]["timeSlicing"]["resources"][0]["replicas"] = 2
+    inputs["device_plugin_data"]["l4-infer"] = yaml.safe_dump(doc)
+    got = agents_for(spec, "l4-1", inputs)
+    assert extended(got.allocatable) == {"nvidia.com/gpu": 8}
+    assert got.labels["nvidia.com/gpu.replicas"] == "2"
+    assert got.labels["nvidia.com/gpu.product"] == "NVIDIA-L4-SHARED"
+
+
+def test_missing_key_falls_back_to_default(spec) -> None:
+    inputs = deployed(spec)
+    del inputs["device_plugin_data"]["l4-infer"]
+    got = agents_for(spec, "l4-1", inputs)
+    assert extended(got.allocatable) == {"nvidia.com/gpu": 4}
+    assert got.labels["nvidia.com/gpu.sharing-strategy"] == "none"
+    assert any("'l4-infer' not in ConfigMap" in n for n in got.notes)
+
+
+def test_label_naming_an_unknown_key_falls_back_to_default(spec) -> None:
+    got = agents_for(spec, "l4-1", deployed(spec), labels={expected.DEVICE_PLUGIN_CONFIG_LABEL: "nope"})
+    assert extended(got.allocatable) == {"nvidia.com/gpu": 4}
+    assert "using 'default'" in agents.describe(got, got.labels)
+
+
+def test_missing_configmap_means_no_sharing(spec) -> None:
+    inputs = {**deployed(spec), "device_plugin_data": None}
+    got = agents_for(spec, "l4-1", inputs)
+    assert extended(got.allocatable) == {"nvidia.com/gpu": 4}
+    assert got.notes == ["device-plugin ConfigMap not found: no sharing"]
+
+
+def test_rename_by_default_and_mps() -> None:
+    assert agents.parse_sharing(
+        "version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    resources:\n"
+        "    - {name: nvidia.com/gpu, replicas: 3}\n"
+    ) == agents.Sharing("mps", 3, True, "none")
+    model = catalog.get("L4")
+    data = {
+        "default": "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n"
+        "    - {name: nvidia.com/gpu, replicas: 4}\n"
+    }
+    got = agents.node_agents(agents.Silicon("n", model, 2), {}, {}, device_plugin_data=data, mig_data=None)
+    assert extended(got.capacity) == {"nvidia.com/gpu.shared": 8}
+    assert got.labels["nvidia.com/gpu.product"] == "NVIDIA-L4"  # no -SHARED suffix when renamed
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("version: v2\n", "unsupported version"),
+        (
+            "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 0}]\n",
+            "replicas",
+        ),
+        ("version: v1\nflags: {migStrategy: weird}\n", "migStrategy"),
+        ("version: v1\nsharing: {timeSlicing: {resources: []}, mps: {resources: []}}\n", "both"),
+    ],
+)
+def test_invalid_configs_are_refused(text, error) -> None:
+    with pytest.raises(ValueError, match=error):
+        agents.parse_sharing(text)
+
+
+def test_invalid_config_advertises_no_gpus(spec) -> None:
+    inputs = deployed(spec)
+    inputs["device_plugin_data"]["l4-infer"] = (
+        "version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: -1}]}}"
+    )
+    got = agents_for(spec, "l4-1", inputs)
+    assert "nvidia.com/gpu" not in got.capacity
+    assert any("crash-loop" in n for n in got.notes)
+
+
+# -- MIG manager --------------------------------------------------------------------------------
+
+
+def test_mig_config_change_and_failure(spec) -> None:
+    inputs = deployed(spec)
+    doc = yaml.safe_load(inputs["mig_data"]["config.yaml"])
+    doc["mig-configs"]["all-1g.10gb"] = [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}
+    ]
+    inputs["mig_data"] = {"config.yaml": yaml.safe_dump(doc)}
+    got = agents_for(spec, "a100-1", inputs)
+    assert extended(got.allocatable) == {"nvidia.com/mig-3g.40gb": 16}
+    assert got.labels["nvidia.com/mig.config.state"] == "success"
+
+    missing = agents_for(spec, "a100-1", deployed(spec), labels={expected.MIG_CONFIG_LABEL: "no-such-config"})
+    assert missing.labels["nvidia.com/mig.config.state"] == "failed"
+    assert extended(missing.allocatable) == {"nvidia.com/gpu": 8}
+
+    too_many = {
+        "config.yaml": yaml.safe_dump(
+            {
+                "version": "v1",
+                "mig-configs": {
+                    "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 9}}]
+                },
+            }
+        )
+    }
+    bad = agents_for(spec, "a100-1", {**deployed(spec), "mig_data": too_many})
+    assert bad.labels["nvidia.com/mig.config.state"] == "failed"
+
+
+def test_mig_devices_in_a_resource_slice() -> None:
+    model = catalog.get("A100-80GB")
+    mig_data = {
+        "config.yaml": yaml.safe_dump(
+            {
+                "version": "v1",
+                "mig-configs": {
+                    "m": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+                },
+            }
+        )
+    }
+    labels = {
+        expected.MIG_CONFIG_LABEL: "m",
+        expected.DRA_LABEL: "true",
+        expected.DEPLOY_DEVICE_PLUGIN_LABEL: "false",
+    }
+    got = agents.node_agents(
+        agents.Silicon("n", model, 2), labels, {}, device_plugin_data=None, mig_data=mig_data
+    )
+    assert len(got.devices) == 14 and extended(got.capacity) == {}
+    d = got.devices[0]["attributes"]
+    assert d["type"] == {"string": "mig"} and d["profile"] == {"string": "1g.10gb"}
+    assert d["parentUUID"]["string"].startswith("GPU-") and d["uuid"]["string"].startswith("MIG-")
+
+
+# -- DRA driver ---------------------------------------------------------------------------------
+
+
+def test_slice_device_shape(spec) -> None:
+    dev = agents_for(spec, "h100-1", deployed(spec)).devices[3]
+    assert dev["name"] == "gpu-3"
+    attrs = dev["attributes"]
+    assert attrs["type"] == {"string": "gpu"}
+    assert attrs["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
+    assert attrs["brand"] == {"string": "Nvidia"}
+    assert attrs["architecture"] == {"string": "Hopper"}
+    assert attrs["cudaComputeCapability"] == {"version": "9.0.0"}
+    assert attrs["driverVersion"] == {"version": "580.95.5"}  # semver: no leading zero
+    assert attrs["resource.kubernetes.io/pciBusID"]["string"].startswith("0000:")
+    assert attrs["uuid"]["string"] == expected.device_uuid("local", "h100-1", 3)
+    assert int(dev["capacity"]["memory"]["value"]) == catalog.get("H100-SXM5-80GB").memory_bytes
+
+
+def test_dra_label_decides_which_nodes_get_slices(spec) -> None:
+    inputs = deployed(spec)
+    assert agents_for(spec, "h200-1", inputs).devices is None
+    assert len(agents_for(spec, "h200-1", inputs, labels={expected.DRA_LABEL: "true"}).devices) == 8
+    off = agents_for(spec, "h100-1", inputs, labels={expected.DRA_LABEL: "false"})
+    assert off.devices is None
+    # The device plugin is still off there (deploy label false), so nothing is advertised at all.
+    assert "nvidia.com/gpu" not in off.capacity
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+
+def test_unhealthy_gpu_lowers_allocatable_not_capacity(spec) -> None:
+    inputs = deployed(spec)
+    got = agents_for(spec, "h200-1", inputs, annotations={agents.FAULT_UNHEALTHY: "2"})
+    assert got.capacity["nvidia.com/gpu"] == "8" and got.allocatable["nvidia.com/gpu"] == "7"
+    # A time-sliced GPU takes all of its replicas with it, as the device plugin reports them.
+    l4 = agents_for(spec, "l4-1", inputs, annotations={agents.FAULT_UNHEALTHY: "0,9"})  # 9: no such GPU
+    assert (l4.capacity["nvidia.com/gpu"], l4.allocatable["nvidia.com/gpu"]) == ("16", "12")
+    dra = agents_for(spec, "h100-1", inputs, annotations={agents.FAULT_UNHEALTHY: "1"})
+    assert "gpu-1" not in [d["name"] for d in dra.devices] and len(dra.devices) == 7
+
+
+def test_missing_device_and_wrong_product(spec) -> None:
+    inputs = deployed(spec)
+    got = agents_for(
+        spec,
+        "h100-2",
+        inputs,
+        annotations={agents.FAULT_MISSING: "gpu-5, gpu-7", agents.FAULT_PRODUCT: "Tesla-T4"},
+    )
+    assert [d["name"] for d in got.devices] == [f"gpu-{i}" for i in (0, 1, 2, 3, 4, 6)]
+    assert got.labels["nvidia.com/gpu.product"] == "Tesla-T4"
+
+
+def test_gfd_label_ownership() -> None:
+    assert agents.is_gfd_label("nvidia.com/gpu.product")
+    assert agents.is_gfd_label("nvidia.com/mig.config.state")
+    assert agents.is_gfd_label("nvidia.com/mig-1g.10gb.count")
+    assert not agents.is_gfd_label(expected.MIG_CONFIG_LABEL)
+    assert not agents.is_gfd_label(expected.DEVICE_PLUGIN_CONFIG_LABEL)
+    assert not agents.is_gfd_label(expected.DEPLOY_DEVICE_PLUGIN_LABEL)
+    assert not agents.is_gfd_label("gpucluster.dev/pool")
+
+
+def test_rdma_follows_the_nic_cluster_policy(spec) -> None:
+    inputs = deployed(spec)
+    assert "rdma/rdma_shared_device_a" in agents_for(spec, "h100-1", inputs).capacity
+    assert (
+        "rdma/rdma_shared_device_a" not in agents_for(spec, "h100-1", {**inputs, "nic_policy": None}).capacity
+    )
+    assert "rdma/rdma_shared_device_a" not in agents_for(spec, "l4-1", inputs).capacity  # no such NIC
