@@ -183,8 +183,10 @@ def pool_sharing_args(spec: ClusterSpec, pool: NodePool) -> dict:
 def host_states(spec: ClusterSpec) -> dict[str, HostState]:
     """Expected labels, taints, extended resources and DRA devices for every host of the spec."""
     out: dict[str, HostState] = {}
+    pools = spec.pools_by_host()
+    per_pool: dict[str, tuple[dict, dict, dict]] = {}  # pool → (gfd labels, management labels, resources)
     for host in spec.hosts:
-        pool = spec.pool_of(host.name)
+        pool = pools.get(host.name)
         state = HostState(name=host.name, pool=pool.name if pool else None, gpu_model=None, gpu_count=0)
         out[host.name] = state
         if "control-plane" in [r.value for r in host.roles]:
@@ -201,10 +203,16 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
         model = catalog.get(pool.gpu.model)
         state.gpu_model, state.gpu_count = pool.gpu.model, pool.gpu.count
         args = pool_sharing_args(spec, pool)
-        state.labels.update(gfd_labels(model, pool.gpu.count, **args))
-        state.labels.update(node_management_labels(spec, pool))
-        if pool.uses_device_plugin:
-            state.resources.update(advertised_resources(model, pool.gpu.count, **args))
+        if pool.name not in per_pool:  # identical for every host of the pool
+            per_pool[pool.name] = (
+                gfd_labels(model, pool.gpu.count, **args),
+                node_management_labels(spec, pool),
+                advertised_resources(model, pool.gpu.count, **args) if pool.uses_device_plugin else {},
+            )
+        gfd, management, resources = per_pool[pool.name]
+        state.labels.update(gfd)
+        state.labels.update(management)
+        state.resources.update(resources)
         if pool.uses_dra:
             state.devices = dra_devices(spec.metadata.name, host.name, model, pool.gpu.count, args["mig"])
     return out
@@ -228,7 +236,12 @@ def node_management_labels(spec: ClusterSpec, pool: NodePool) -> dict[str, str]:
 
 def cluster_gpu_capacity(spec: ClusterSpec) -> int:
     """Total ``nvidia.com/gpu`` the device plugin advertises across the cluster."""
-    return sum(s.resources.get("nvidia.com/gpu", 0) for s in host_states(spec).values())
+    total = 0
+    for pool in spec.gpu_pools:
+        if pool.gpu and pool.uses_device_plugin:
+            res = advertised_resources(catalog.get(pool.gpu.model), pool.gpu.count, **pool_sharing_args(spec, pool))
+            total += len(pool.hosts) * res.get("nvidia.com/gpu", 0)
+    return total
 
 
 def physical_gpus(spec: ClusterSpec) -> int:

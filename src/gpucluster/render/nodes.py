@@ -13,8 +13,9 @@ from gpucluster.spec.model import ClusterSpec
 def node_config(spec: ClusterSpec) -> dict[str, dict]:
     """Per host: the labels we manage (pool, user labels, operator selection) and the taints."""
     out: dict[str, dict] = {}
+    pools = spec.pools_by_host()
     for host in spec.hosts:
-        pool = spec.pool_of(host.name)
+        pool = pools.get(host.name)
         labels: dict[str, str] = {}
         taints: list[dict] = []
         if pool is not None:

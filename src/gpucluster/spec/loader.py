@@ -18,6 +18,7 @@ from gpucluster.errors import InputError, Problem, SpecError
 from gpucluster.spec.model import ClusterSpec
 
 MAX_BYTES = 2 * 1024 * 1024
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NODES = 200_000
 SPEC_FILE = "cluster.yaml"
 
@@ -50,14 +51,16 @@ def read_yaml(path: Path) -> Any:
     if not text.strip() or all(line.lstrip().startswith("#") for line in text.splitlines() if line.strip()):
         raise InputError(f"{path}: the file is empty; start from inventories/local/cluster.yaml")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        # Compose first (libyaml when present), check the alias expansion on the node graph, and
+        # only then construct Python objects, so a bomb is refused before it is expanded.
+        node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as err:
         raise InputError(f"{path}: malformed YAML: {_yaml_msg(err)}") from None
     if node is None:
         raise InputError(f"{path}: the file is empty; start from inventories/local/cluster.yaml")
     _check_expansion(path, node)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.constructor.SafeConstructor().construct_document(node)
     except yaml.YAMLError as err:  # constructor errors (e.g. bad tags)
         raise InputError(f"{path}: malformed YAML: {_yaml_msg(err)}") from None
     if not isinstance(data, dict):

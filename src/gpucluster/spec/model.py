@@ -478,7 +478,15 @@ class ClusterSpec(Model):
         return next(h for h in self.hosts if h.name == name)
 
     def pool_of(self, host: str) -> NodePool | None:
-        return next((p for p in self.node_pools if host in p.hosts), None)
+        return self.pools_by_host().get(host)
+
+    def pools_by_host(self) -> dict[str, NodePool]:
+        """Host name → its pool (first pool wins; validation rejects a host in two pools)."""
+        out: dict[str, NodePool] = {}
+        for pool in self.node_pools:
+            for h in pool.hosts:
+                out.setdefault(h, pool)
+        return out
 
     @property
     def gpu_pools(self) -> list[NodePool]:

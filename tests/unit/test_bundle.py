@@ -1,0 +1,87 @@
+"""The GitOps bundle: layout, determinism, kustomization coverage, no secrets, safe overwrite."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gpucluster import bundle
+from gpucluster.cli import entrypoint
+from gpucluster.errors import InputError
+from gpucluster.render import render
+from gpucluster.spec import load_spec
+
+
+def tree(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_render_twice_is_byte_identical(tmp_path, local_inventory, capsys):
+    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "a")]) == 0
+    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "b")]) == 0
+    assert tree(tmp_path / "a") == tree(tmp_path / "b")
+    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "a")]) == 0
+    assert "(no changes)" in capsys.readouterr().out
+
+
+def test_kustomizations_cover_every_file(tmp_path, local_inventory):
+    out = tmp_path / "b"
+    bundle.write(render(load_spec(local_inventory)), out)
+    root = yaml.safe_load((out / "kustomization.yaml").read_text())
+    listed = set()
+    for comp in root["resources"]:
+        k = yaml.safe_load((out / comp / "kustomization.yaml").read_text())
+        for f in k["resources"]:
+            doc = yaml.safe_load((out / comp / f).read_text())
+            assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"]
+            listed.add(f"{comp}/{f}")
+    manifests = {p for p in tree(out) if p.endswith(".yaml") and not p.endswith("kustomization.yaml")
+                 and not p.startswith(("helm/", "nodes/")) and p != "charts.lock.yaml"}
+    assert manifests == listed
+
+
+def test_lock_file_names_every_release(tmp_path, lab_inventory):
+    import hashlib
+
+    out = tmp_path / "b"
+    bundle.write(render(load_spec(lab_inventory)), out)
+    lock = yaml.safe_load((out / "charts.lock.yaml").read_text())
+    names = {r["name"] for r in lock["releases"]}
+    assert names == {"gpu-operator", "volcano", "network-operator"}  # lab has no DRA pools
+    for r in lock["releases"]:
+        assert r["repository"] and r["version"] and r["chart"]
+        values = (out / r["values"]).read_bytes()
+        assert hashlib.sha256(values).hexdigest() == r["valuesSha256"]
+
+
+def test_no_secrets_in_bundle(tmp_path, local_inventory):
+    out = tmp_path / "b"
+    bundle.write(render(load_spec(local_inventory)), out)
+    for path, data in tree(out).items():
+        assert b"kind: Secret" not in data, path
+        assert b"BEGIN " not in data and b"password" not in data.lower(), path
+
+
+def test_refuses_unrelated_folder(tmp_path, local_inventory):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="holds no gpucluster bundle"):
+        bundle.write(render(load_spec(local_inventory)), tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_removed_objects_are_reported(tmp_path, local_inventory):
+    spec = load_spec(local_inventory)
+    out = tmp_path / "b"
+    bundle.write(render(spec), out)
+    smaller = spec.model_copy(deep=True)
+    smaller.tenants = smaller.tenants[:1]
+    changes = bundle.write(render(smaller), out)
+    assert changes["tenants/namespace-inference.yaml"] == "removed"
+    assert not (out / "tenants" / "namespace-inference.yaml").exists()
+
+
+def test_invalid_spec_writes_nothing(tmp_path, write_spec, base):
+    base["nodePools"][0]["gpu"]["model"] = "nope"
+    out = tmp_path / "out"
+    assert entrypoint(["render", "-i", str(write_spec(base)), "-o", str(out)]) == 2
+    assert not out.exists()
