@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -83,9 +84,16 @@ def is_gfd_label(key: str) -> bool:
 # -- device plugin config ---------------------------------------------------------------------
 
 
+@lru_cache(maxsize=256)
+def _load(text: str) -> Any:
+    """Parsed YAML, cached: a sync reads the same few config texts for every node (do not mutate)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@lru_cache(maxsize=256)
 def parse_sharing(text: str) -> Sharing:
     """One device-plugin config file (``version: v1``); raises ValueError like the plugin would."""
-    doc = yaml.safe_load(text) or {}
+    doc = _load(text) or {}
     if not isinstance(doc, dict):
         raise ValueError("config is not a mapping")
     if doc.get("version") != "v1":
@@ -136,7 +144,7 @@ def parse_mig_configs(data: dict[str, str] | None) -> dict[str, list[dict[str, A
     """``mig-configs`` of the mig-parted ConfigMap's ``config.yaml``; None when there is none."""
     if data is None or "config.yaml" not in data:
         return None
-    doc = yaml.safe_load(data["config.yaml"]) or {}
+    doc = _load(data["config.yaml"]) or {}
     if not isinstance(doc, dict) or doc.get("version") != "v1":
         raise ValueError("config.yaml must be a mapping with version: v1")
     configs = doc.get("mig-configs") or {}

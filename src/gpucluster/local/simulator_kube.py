@@ -33,7 +33,10 @@ class Kube:
                 f"kubeconfig {kubeconfig} not found: is the local world up (`gpucluster local up`)?"
             )
         cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+        try:
+            kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+        except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
+            raise SimulatorError(f"kubeconfig {kubeconfig} is not usable: {exc}") from exc
         cfg.connection_pool_maxsize = pool_size
         self._api = kubernetes.client.ApiClient(cfg)
         self.host = cfg.host.rstrip("/")
