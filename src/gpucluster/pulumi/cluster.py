@@ -1,0 +1,107 @@
+"""What the target cluster offers and whether it has settled: API discovery, nodes, readiness.
+
+Used before a stack runs (which kinds are served, which nodes exist) and after (quota status written
+by the controller manager). Every request is bounded by a timeout and every wait by a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from gpucluster.errors import GpuclusterError
+from gpucluster.pulumi.objects import Obj
+from gpucluster.pulumi.plan import ClusterFacts
+
+_TIMEOUT = 10  # seconds per request
+
+
+class ClusterUnreachable(GpuclusterError):
+    """The API server could not be asked."""
+
+
+def _client(kubeconfig: str | Path | None) -> Any:
+    from kubernetes import client, config
+
+    try:
+        api = config.new_client_from_config(config_file=str(kubeconfig) if kubeconfig else None)
+    except Exception as err:  # the library raises several unrelated types for a bad kubeconfig
+        raise ClusterUnreachable(f"cannot load kubeconfig {kubeconfig or '(default)'}: {err}") from err
+    return api if isinstance(api, client.ApiClient) else client.ApiClient()
+
+
+def _get(api: Any, path: str) -> dict:
+    try:
+        data, _, _ = api.call_api(path, "GET", response_type="object", auth_settings=["BearerToken"],
+                                  _request_timeout=_TIMEOUT, _return_http_data_only=False)
+    except Exception as err:
+        host = api.configuration.host
+        raise ClusterUnreachable(f"GET {host}{path} failed: {str(err).strip()[:300]}") from err
+    return data
+
+
+def served_kinds(api: Any) -> frozenset[tuple[str, str]]:
+    """Every (apiVersion, kind) the API server serves, from discovery."""
+    out: set[tuple[str, str]] = set()
+    group_versions = ["v1"] + [v["groupVersion"] for g in _get(api, "/apis").get("groups", [])
+                               for v in g.get("versions", [])]
+    for gv in group_versions:
+        path = "/api/v1" if gv == "v1" else f"/apis/{gv}"
+        for res in _get(api, path).get("resources", []):
+            if "/" not in res["name"]:  # skip subresources such as pods/status
+                out.add((gv, res["kind"]))
+    return frozenset(out)
+
+
+def node_names(api: Any) -> frozenset[str]:
+    """Names of the registered Nodes."""
+    return frozenset(n["metadata"]["name"] for n in _get(api, "/api/v1/nodes").get("items", []))
+
+
+def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True) -> ClusterFacts:
+    """Ask the cluster what it serves and which nodes it has."""
+    api = _client(kubeconfig)
+    try:
+        return ClusterFacts(served=served_kinds(api), nodes=node_names(api), remote_charts=remote_charts)
+    finally:
+        api.close()
+
+
+def wait_ready(kubeconfig: str | Path | None, objects: Iterable[Obj], timeout: float = 60.0) -> list[str]:
+    """Wait until the cluster has acted on what the stacks applied; return what is still not ready.
+
+    Readiness here is observable controller work, not just the object existing: every Namespace is
+    Active and every ResourceQuota's status lists the same hard limits as its spec (written by the
+    controller manager's quota controller; until then quota admission cannot count usage).
+    """
+    api = _client(kubeconfig)
+    deadline = time.monotonic() + timeout
+    pending = [o for o in objects if o["kind"] in ("Namespace", "ResourceQuota")]
+    try:
+        while True:
+            waiting = [_describe(o) for o in pending if not _ready(api, o)]
+            if not waiting or time.monotonic() > deadline:
+                return waiting
+            time.sleep(0.5)
+    finally:
+        api.close()
+
+
+def _describe(obj: Obj) -> str:
+    meta = obj["metadata"]
+    return f"{obj['kind']} {meta.get('namespace', '') + '/' if meta.get('namespace') else ''}{meta['name']}"
+
+
+def _ready(api: Any, obj: Obj) -> bool:
+    meta = obj["metadata"]
+    try:
+        if obj["kind"] == "Namespace":
+            live = _get(api, f"/api/v1/namespaces/{meta['name']}")
+            return live.get("status", {}).get("phase") == "Active"
+        live = _get(api, f"/api/v1/namespaces/{meta['namespace']}/resourcequotas/{meta['name']}")
+        hard = live.get("status", {}).get("hard") or {}
+        return set(hard) == set(obj["spec"]["hard"])
+    except ClusterUnreachable:
+        return False

@@ -1,0 +1,151 @@
+"""Decide, before any resource exists, what each stack registers and what it leaves out, and why.
+
+Pure: takes the render core's output plus facts about the target cluster (which kinds it serves,
+which nodes exist, whether chart repositories are reachable) and returns one :class:`StackPlan` per
+stack. Everything left out is listed as a :class:`Skipped` with a reason the summary prints, so
+nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from gpucluster.errors import InputError
+from gpucluster.pulumi.objects import Obj, gvk, namespace_names
+from gpucluster.render import PLATFORM_COMPONENTS, TENANT_COMPONENTS, Release, Rendered
+
+#: Which platform component registers each release (the rest of that component's objects sit next to it).
+RELEASE_COMPONENT = {
+    "gpu-operator": "gpu-operator",
+    "nvidia-dra-driver-gpu": "dra",
+    "volcano": "scheduling",
+    "network-operator": "networking",
+}
+
+STACKS = ("platform", "tenants")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Something a stack does not register, and why."""
+
+    stack: str
+    what: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where a release's chart comes from: a local chart folder, or a repository URL."""
+
+    release: Release
+    local_path: Path | None = None
+
+    @property
+    def chart(self) -> str:
+        return str(self.local_path) if self.local_path else self.release.chart
+
+
+@dataclass
+class StackPlan:
+    """What one stack registers: objects per component, releases per component, node patches."""
+
+    name: str
+    components: dict[str, list[Obj]] = field(default_factory=dict)
+    releases: dict[str, list[ChartSource]] = field(default_factory=dict)
+    node_patches: list[Obj] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def objects(self) -> list[Obj]:
+        return [o for objs in self.components.values() for o in objs]
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the target cluster offers. ``None`` means "unknown: assume everything" (mocks, previews)."""
+
+    served: frozenset[tuple[str, str]] | None = None
+    nodes: frozenset[str] | None = None
+    #: False where chart repositories cannot be reached (the local world): remote charts are skipped.
+    remote_charts: bool = True
+
+
+def chart_source(rel: Release) -> ChartSource:
+    """Resolve a release's chart: ``repository`` naming an existing folder means a local chart."""
+    repo = rel.repository
+    if "://" in repo:
+        return ChartSource(rel)
+    path = (Path(repo).expanduser() / rel.chart).resolve()
+    chart_yaml = path / "Chart.yaml"
+    where = f"release {rel.name}: chart repository {repo!r} is a local path"
+    if not chart_yaml.is_file():
+        raise InputError(f"{where}, but {chart_yaml} does not exist; point `repository` at the folder "
+                         f"that holds the chart folder {rel.chart!r}, or use a repository URL")
+    found = str((yaml.safe_load(chart_yaml.read_text()) or {}).get("version", ""))
+    if found.lstrip("v") != rel.version.lstrip("v"):
+        raise InputError(f"{where}; its Chart.yaml says version {found!r} but the spec pins "
+                         f"{rel.version!r}: set the chart version in the spec to {found!r}")
+    return ChartSource(rel, path)
+
+
+def node_patch(name: str, config: dict) -> Obj:
+    """A server-side-apply patch of one Node: the labels and taints the spec gives it."""
+    body: dict = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": config["labels"]}}
+    if config.get("taints"):
+        body["spec"] = {"taints": config["taints"]}
+    return body
+
+
+def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, StackPlan]:
+    """Split ``rendered`` into the platform and tenants stacks, leaving out what the cluster cannot take.
+
+    Objects of platform components that live in a namespace the tenants stack creates (secondary
+    network attachments) move to the tenants stack: they cannot exist before their namespace, and
+    they come and go with it.
+    """
+    facts = facts or ClusterFacts()
+    platform, tenants = StackPlan("platform"), StackPlan("tenants")
+    tenant_ns = namespace_names(rendered.objects(*TENANT_COMPONENTS))
+
+    def admit(stack: StackPlan, component: str, obj: Obj) -> None:
+        if facts.served is not None and gvk(obj) not in facts.served:
+            api, kind = gvk(obj)
+            stack.skipped.append(Skipped(stack.name, f"{kind} {obj['metadata']['name']}",
+                                         f"{api} {kind} is not served by the cluster (its CRD is not "
+                                         "installed); install the operator's CRDs and run up again"))
+            return
+        stack.components.setdefault(component, []).append(obj)
+
+    for comp in PLATFORM_COMPONENTS:
+        for obj in rendered.components.get(comp, []):
+            if obj["metadata"].get("namespace") in tenant_ns:
+                admit(tenants, "secondary-networks", obj)
+            else:
+                admit(platform, comp, obj)
+    for comp in TENANT_COMPONENTS:
+        for obj in rendered.components.get(comp, []):
+            admit(tenants, comp, obj)
+
+    for rel in rendered.releases:
+        src = chart_source(rel)
+        comp = RELEASE_COMPONENT.get(rel.name, rel.name)
+        if src.local_path is None and not facts.remote_charts:
+            platform.skipped.append(Skipped("platform", f"release {rel.name} ({rel.chart} {rel.version})",
+                                            "chart repositories are unreachable here; the GPU simulator "
+                                            "stands in for its node agents"))
+            continue
+        platform.releases.setdefault(comp, []).append(src)
+
+    for node, config in sorted(rendered.node_config.items()):
+        if not config["labels"] and not config["taints"]:
+            continue
+        if facts.nodes is not None and node not in facts.nodes:
+            platform.skipped.append(Skipped("platform", f"labels/taints of node {node}",
+                                            "the node is not registered in the cluster yet; run up "
+                                            "again once it has joined"))
+            continue
+        platform.node_patches.append(node_patch(node, config))
+    return {"platform": platform, "tenants": tenants}

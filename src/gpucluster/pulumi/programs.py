@@ -1,0 +1,112 @@
+"""The two stack programs: ``platform`` and ``tenants``.
+
+Both are thin: one explicit Kubernetes provider, then one component per render component, fed by a
+:class:`~gpucluster.pulumi.plan.StackPlan`. The same functions run inline through the Automation API
+(:mod:`gpucluster.pulumi.engine`) and from ``stacks/<name>/__main__.py`` under a normal ``pulumi up``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pulumi
+
+from gpucluster.errors import InputError
+from gpucluster.pulumi import components as c
+from gpucluster.pulumi.objects import PROVIDER_VERSION, Obj
+from gpucluster.pulumi.plan import StackPlan, plan
+from gpucluster.render import PLATFORM_COMPONENTS, render
+from gpucluster.spec import load_spec
+
+
+def provider(kubeconfig: str | None) -> pulumi.ProviderResource:
+    """The one explicit Kubernetes provider of a stack.
+
+    It gets the kubeconfig *path*, not its contents: the state then holds no client keys, and a
+    missing kubeconfig falls back to the provider's usual lookup ($KUBECONFIG, ~/.kube/config).
+    """
+    from pulumi_kubernetes import Provider
+
+    return Provider(
+        "cluster",
+        kubeconfig=kubeconfig,
+        # Objects are applied server-side under one field manager, so a drifted field is taken back.
+        enable_server_side_apply=True,
+        opts=pulumi.ResourceOptions(version=PROVIDER_VERSION),
+    )
+
+
+def check_platform(p: StackPlan) -> None:
+    """Invariants the platform stack refuses to break, whatever the render core produced."""
+    objs = p.objects()
+    ncp = [o for o in objs if o["kind"] == "NicClusterPolicy"]
+    if len(ncp) > 1:
+        raise InputError(f"{len(ncp)} NicClusterPolicy objects rendered; the network operator takes exactly one")
+    nfd = [s.release.name for srcs in p.releases.values() for s in srcs
+           if (s.release.values.get("nfd") or {}).get("enabled")]
+    if len(nfd) > 1:
+        raise InputError(f"releases {nfd} each deploy Node Feature Discovery; only one NFD may run per "
+                         "cluster (set nfd.enabled: false on the network operator)")
+
+
+def platform(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects]:
+    """Program of the platform stack; returns its components by name."""
+    check_platform(p)
+    k8s = provider(kubeconfig)
+    base = pulumi.ResourceOptions(providers={"kubernetes": k8s})
+    ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", [])}, base)
+    out = {"namespaces": ns}
+    by_ns = ns.namespaces
+    for comp in PLATFORM_COMPONENTS:
+        if comp == "namespaces":
+            continue
+        objects, releases = p.components.get(comp, []), p.releases.get(comp, [])
+        if objects or releases:
+            out[comp] = c.register(comp, comp, {"objects": objects, "releases": releases,
+                                                "namespaces": by_ns}, base)
+    if p.node_patches:
+        out["nodes"] = c.register("nodes", "nodes", {"objects": p.node_patches, "patch": True}, base)
+    pulumi.export("skipped", [s.__dict__ for s in p.skipped])
+    return out
+
+
+def tenants(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects]:
+    """Program of the tenants stack: one Tenant component per tenant namespace; returns them by name."""
+    k8s = provider(kubeconfig)
+    base = pulumi.ResourceOptions(providers={"kubernetes": k8s})
+    groups: dict[str, list[Obj]] = defaultdict(list)
+    for obj in p.components.get("tenants", []):
+        groups[obj["metadata"].get("namespace") or obj["metadata"]["name"]].append(obj)
+    ns_res: dict[str, pulumi.Resource] = {}
+    out: dict[str, c.ClusterObjects] = {}
+    for tenant, objs in groups.items():
+        out[tenant] = c.register("tenants", tenant, {"objects": objs}, base)
+        ns_res.update(out[tenant].namespaces)
+    nets = p.components.get("secondary-networks", [])
+    if nets:
+        out["secondary-networks"] = c.register("secondary-networks", "secondary-networks",
+                                               {"objects": nets, "namespaces": ns_res}, base)
+    pulumi.export("skipped", [s.__dict__ for s in p.skipped])
+    return out
+
+
+PROGRAMS: dict[str, Callable[[StackPlan, str | None], dict[str, c.ClusterObjects]]] = {"platform": platform, "tenants": tenants}
+
+
+def from_config() -> None:
+    """Entry of ``stacks/<name>/__main__.py``: read stack config, plan, run the named program.
+
+    Config: ``gpucluster:inventory`` (folder with cluster.yaml, relative to the stack folder or
+    absolute), optional ``gpucluster:kubeconfig`` and ``gpucluster:remoteCharts`` (default true).
+    """
+    cfg = pulumi.Config("gpucluster")
+    inventory = Path(cfg.require("inventory")).expanduser()
+    kubeconfig = cfg.get("kubeconfig")
+    from gpucluster.pulumi.cluster import discover
+
+    facts = discover(kubeconfig, remote_charts=cfg.get_bool("remoteCharts") is not False)
+    plans = plan(render(load_spec(inventory)), facts)
+    name = pulumi.get_project().removeprefix("gpucluster-")
+    PROGRAMS[name](plans[name], kubeconfig)

@@ -1,0 +1,181 @@
+"""The stack components under Pulumi mocks: what they register, with which inputs, under which parent.
+
+A recording mock keeps every registered resource (type, name, inputs); tests compare that graph with
+the render core's output for ``inventories/lab`` and ``inventories/local``. No engine, no cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from gpucluster.errors import InputError
+from gpucluster.pulumi import programs
+from gpucluster.pulumi.objects import object_key, type_token
+from gpucluster.pulumi.plan import ClusterFacts, chart_source, plan
+from gpucluster.render import Release, render
+from gpucluster.spec import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+CHARTS = REPO / "tests" / "fixtures" / "charts"
+
+
+class Recorder(pulumi.runtime.Mocks):
+    """Records every resource registration; outputs echo the inputs."""
+
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.resources.append(args)
+        return [f"{args.name}_id", args.inputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+def run(stack: str, inventory: str, facts: ClusterFacts | None = None, mutate=None):
+    """Run one stack program under mocks; return (recorded resources, {component: urns})."""
+    rec = Recorder()
+    pulumi.runtime.set_mocks(rec, project=f"gpucluster-{stack}", stack="test", preview=False)
+    plans = plan(render(load_spec(REPO / "inventories" / inventory)), facts)
+    if mutate:
+        mutate(plans[stack])
+    urns: dict[str, list[str]] = {}
+
+    @pulumi.runtime.test
+    def program():
+        comps = programs.PROGRAMS[stack](plans[stack], "/nonexistent/kubeconfig")
+        outs = {name: pulumi.Output.all(*[r.urn for r in (*comp.resources.values(), *comp.releases.values())])
+                for name, comp in comps.items()}
+        return pulumi.Output.all(**outs).apply(urns.update)
+
+    program()
+    return rec.resources, urns
+
+
+def of_type(resources, suffix: str):
+    return [r for r in resources if r.typ.endswith(suffix)]
+
+
+def test_type_tokens_match_the_typed_sdk_classes():
+    assert type_token("v1", "ConfigMap") == "kubernetes:core/v1:ConfigMap"
+    assert type_token("resource.k8s.io/v1", "DeviceClass") == "kubernetes:resource.k8s.io/v1:DeviceClass"
+    assert type_token("v1", "Node", patch=True) == "kubernetes:core/v1:NodePatch"
+
+
+def test_platform_lab_registers_every_rendered_platform_object_once_under_one_provider():
+    resources, urns = run("platform", "lab")
+    rendered = plan(render(load_spec(REPO / "inventories" / "lab")))["platform"]
+    expected = sorted((type_token(o["apiVersion"], o["kind"]), object_key(o)) for o in rendered.objects())
+    got = sorted((r.typ, r.name) for r in resources
+                 if r.typ.startswith("kubernetes:") and not r.typ.endswith(("Release", "Patch")))
+    assert got == expected
+    assert len(of_type(resources, "pulumi:providers:kubernetes")) == 1
+    # Every object is a child of the component named after its render component.
+    for comp, comp_urns in urns.items():
+        token = "gpucluster:platform:" if comp != "nodes" else "gpucluster:platform:NodeConfig"
+        assert all(token in u for u in comp_urns), (comp, comp_urns)
+    assert all("GpuOperator$kubernetes:core/v1:ConfigMap" in u for u in urns["gpu-operator"]
+               if "ConfigMap" in u)
+
+
+def test_gpu_operator_release_uses_the_rendered_sharing_configmap():
+    resources, urns = run("platform", "lab")
+    (release,) = [r for r in of_type(resources, "helm.sh/v3:Release") if r.inputs["name"] == "gpu-operator"]
+    configmaps = {r.inputs["metadata"]["name"]: r for r in of_type(resources, "core/v1:ConfigMap")}
+    name = release.inputs["values"]["devicePlugin"]["config"]["name"]
+    assert name in configmaps, f"devicePlugin.config.name {name!r} is not a registered ConfigMap"
+    assert configmaps[name].inputs["metadata"]["namespace"] == release.inputs["namespace"]
+    # The sharing config (time-slicing replicas) is in that ConfigMap, not invented by the release.
+    assert release.inputs["values"]["devicePlugin"]["config"]["create"] is False
+    assert any("GpuOperator$kubernetes:helm.sh/v3:Release" in u for u in urns["gpu-operator"])
+
+
+def test_dra_release_carries_the_override_and_the_v1_device_classes():
+    resources, urns = run("platform", "local")
+    (dra,) = [r for r in of_type(resources, "helm.sh/v3:Release") if r.inputs["name"] == "nvidia-dra-driver-gpu"]
+    assert dra.inputs["values"]["gpuResourcesEnabledOverride"] is True
+    classes = of_type(resources, "kubernetes:resource.k8s.io/v1:DeviceClass")
+    assert {c.inputs["metadata"]["name"] for c in classes} == {"gpu-80gi", "hopper", "mig-1g-10gb"}
+    assert all("selectors" in c.inputs["spec"] for c in classes)
+    assert all("gpucluster:platform:Dra$" in u for u in urns["dra"])
+
+
+def test_one_nic_cluster_policy_and_exactly_one_nfd():
+    resources, _ = run("platform", "lab")
+    assert len(of_type(resources, "mellanox.com/v1alpha1:NicClusterPolicy")) == 1
+    nfd = [r.inputs["name"] for r in of_type(resources, "helm.sh/v3:Release")
+           if (r.inputs["values"].get("nfd") or {}).get("enabled")]
+    assert nfd == ["gpu-operator"]
+
+
+def test_a_second_nfd_is_refused_before_anything_is_registered():
+    def second_nfd(p):
+        for src in p.releases["networking"]:
+            src.release.values["nfd"] = {"enabled": True}
+
+    with pytest.raises(InputError, match="only one NFD"):
+        run("platform", "lab", mutate=second_nfd)
+
+
+def test_tenants_lab_quota_and_namespace_per_tenant():
+    resources, urns = run("tenants", "lab")
+    spec = load_spec(REPO / "inventories" / "lab")
+    quotas = {r.inputs["metadata"]["namespace"]: r for r in of_type(resources, "core/v1:ResourceQuota")}
+    assert set(quotas) == {t.name for t in spec.tenants}
+    for t in spec.tenants:
+        assert quotas[t.name].inputs["spec"]["hard"]["requests.nvidia.com/gpu"] == str(t.quota.gpus)
+        assert all(f"gpucluster:tenants:Tenant$" in u for u in urns[t.name])
+    namespaces = of_type(resources, "core/v1:Namespace")
+    assert all("pod-security.kubernetes.io/enforce" in n.inputs["metadata"]["labels"] for n in namespaces)
+
+
+def test_attachments_in_tenant_namespaces_move_to_the_tenants_stack():
+    plans = plan(render(load_spec(REPO / "inventories" / "local")))
+    nads = [o for o in plans["tenants"].objects() if o["kind"] == "NetworkAttachmentDefinition"]
+    assert [o["metadata"]["namespace"] for o in nads] == ["ml-research"]
+    assert not [o for o in plans["platform"].objects() if o["kind"] == "NetworkAttachmentDefinition"]
+
+
+def test_plan_leaves_out_unserved_kinds_remote_charts_and_absent_nodes_with_reasons():
+    rendered = render(load_spec(REPO / "inventories" / "local"))
+    served = frozenset((o["apiVersion"], o["kind"]) for o in rendered.objects()
+                       if o["apiVersion"] != "monitoring.coreos.com/v1")
+    plans = plan(rendered, ClusterFacts(served=served, nodes=frozenset({"h100-1"}), remote_charts=False))
+    p = plans["platform"]
+    assert not p.releases
+    skipped = {s.what: s.reason for s in p.skipped}
+    assert {w for w in skipped if w.startswith("release ")} == {
+        f"release {r.name} ({r.chart} {r.version})" for r in rendered.releases}
+    assert "CRD is not installed" in skipped["PrometheusRule gpucluster-gpu-alerts"]
+    assert [n["metadata"]["name"] for n in p.node_patches] == ["h100-1"]
+    assert "not registered" in skipped["labels/taints of node h200-1"]
+
+
+def test_local_chart_folder_is_used_and_checked():
+    rel = Release("probe", "gpucluster-probe", str(CHARTS), "0.1.0", "default", {})
+    assert chart_source(rel).local_path == CHARTS / "gpucluster-probe"
+    with pytest.raises(InputError, match="Chart.yaml says version '0.1.0'"):
+        chart_source(replace(rel, version="9.9.9"))
+    with pytest.raises(InputError, match="does not exist"):
+        chart_source(replace(rel, chart="nope"))
+
+
+def test_local_chart_release_passes_values_and_no_repository():
+    def local_volcano(p):
+        src = p.releases["scheduling"][0]
+        rel = replace(src.release, repository=str(CHARTS), chart="gpucluster-probe", version="0.1.0",
+                      values=copy.deepcopy(src.release.values))
+        p.releases["scheduling"] = [chart_source(rel)]
+
+    resources, _ = run("platform", "lab", mutate=local_volcano)
+    (rel,) = [r for r in of_type(resources, "helm.sh/v3:Release") if r.inputs["name"] == "volcano"]
+    assert rel.inputs["chart"] == str(CHARTS / "gpucluster-probe")
+    assert "repositoryOpts" not in rel.inputs
+    rendered = {r.name: r for r in render(load_spec(REPO / "inventories" / "lab")).releases}
+    assert rel.inputs["values"] == rendered["volcano"].values
