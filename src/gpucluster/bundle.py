@@ -16,7 +16,7 @@ time- or host-dependent is written. The bundle never holds secrets.
 from __future__ import annotations
 
 import hashlib
-import shutil
+import os
 from pathlib import Path
 
 import yaml
@@ -84,9 +84,11 @@ def _kustomization(resources: list[str]) -> dict:
 
 
 def write(rendered: Rendered, out: Path, *, force: bool = False) -> dict[str, str]:
-    """Write the bundle to ``out``; replace a previous bundle there, never an unrelated folder.
+    """Write the bundle to ``out``, touching only files whose content changed.
 
-    Returns path → "created" | "updated" | "unchanged" | "removed".
+    A previous bundle there is updated in place (each file replaced atomically, stale files
+    removed); an unrelated non-empty folder is refused unless ``force``. Returns
+    path → "created" | "updated" | "unchanged" | "removed".
     """
     content = files(rendered)
     if out.exists():
@@ -95,19 +97,21 @@ def write(rendered: Rendered, out: Path, *, force: bool = False) -> dict[str, st
         if any(out.iterdir()) and not (out / MARKER).exists() and not force:
             raise InputError(f"{out}: folder is not empty and holds no gpucluster bundle; "
                              "choose an empty folder or pass --force")
-    tmp = out.with_name(out.name + ".tmp-render")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    (tmp / MARKER).write_text("written by `gpucluster render`; the folder is replaced on every render\n")
-    for rel, text in content.items():
-        p = tmp / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
     changes = _diff(out, content)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by `gpucluster render`; files here are replaced on every render\n")
+    for rel, what in changes.items():
+        path = out / rel
+        if what in ("created", "updated"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(content[rel])
+            os.replace(tmp, path)
+        elif what == "removed":
+            path.unlink()
+    for folder in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(folder.iterdir()):
+            folder.rmdir()
     return changes
 
 
