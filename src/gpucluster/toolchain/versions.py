@@ -126,6 +126,26 @@ _ALL: list[Tool] = [
         ldflags=("-X github.com/prometheus/common/version.Version=3.16.0",),
         version_text="promtool, version 3.16.0 ",
     ),
+    # The Pulumi engine for the stacks (issue 4). The CLI's wrapper requires pkg/v3 and sdk/v3 at
+    # the same version; the Kubernetes provider is upstream tag v4.25.0 (a pseudo-version in
+    # tools/pulumi-kubernetes/go.mod) served by a small main of ours. The provider prints no version.
+    Tool(
+        name="pulumi",
+        version="v3.274.1",
+        module="pulumi",
+        package="github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
+        ldflags=("-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v3.274.1",),
+        version_args=("version",),
+        version_text="v3.274.1\n",
+    ),
+    Tool(
+        name="pulumi-resource-kubernetes",
+        version="v4.25.0",
+        module="pulumi-kubernetes",
+        package="gpucluster.local/tools/pulumi-kubernetes/cmd/pulumi-resource-kubernetes",
+        ldflags=("-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=4.25.0",),
+        version_args=(),
+    ),
 ]
 
 #: Every known tool by name, in build order.
