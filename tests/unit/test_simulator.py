@@ -12,6 +12,7 @@ import yaml
 
 from gpucluster import catalog, expected
 from gpucluster.local import simulator_agents as agents
+from gpucluster.local import simulator_configs as configs
 from gpucluster.local.simulator import silicon_of
 from gpucluster.render import gpu_operator, network
 from gpucluster.render.nodes import node_config
@@ -126,10 +127,10 @@ def test_missing_configmap_means_no_sharing(spec) -> None:
 
 
 def test_rename_by_default_and_mps() -> None:
-    assert agents.parse_sharing(
+    assert configs.parse_sharing(
         "version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    resources:\n"
         "    - {name: nvidia.com/gpu, replicas: 3}\n"
-    ) == agents.Sharing("mps", 3, True, "none")
+    ) == configs.Sharing("mps", 3, True, "none")
     model = catalog.get("L4")
     data = {
         "default": "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n"
@@ -154,7 +155,7 @@ def test_rename_by_default_and_mps() -> None:
 )
 def test_invalid_configs_are_refused(text, error) -> None:
     with pytest.raises(ValueError, match=error):
-        agents.parse_sharing(text)
+        configs.parse_sharing(text)
 
 
 def test_invalid_config_advertises_no_gpus(spec) -> None:

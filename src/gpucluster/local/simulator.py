@@ -22,10 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
-from gpucluster import catalog
-from gpucluster.expected import DRA_DRIVER
 from gpucluster.local.simulator_agents import (
     DERIVED,
     FAULT_MISSING,
@@ -39,7 +35,16 @@ from gpucluster.local.simulator_agents import (
     node_agents,
 )
 from gpucluster.local.simulator_kube import Kube, SimulatorError
-from gpucluster.local.stages import MANAGE_ANNOTATION, NOT_READY_ANNOTATION
+from gpucluster.local.simulator_objects import (
+    devices_key,
+    node_object,
+    quantities,
+    silicon_of,
+    slice_name,
+    slice_object,
+    slice_spec,
+)
+from gpucluster.local.stages import NOT_READY_ANNOTATION
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network import NIC_POLICY_NAME
 from gpucluster.render.nodes import node_config
@@ -63,27 +68,6 @@ NODES = "/api/v1/nodes"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
-def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
-    """What each host physically has (the only facts the simulator takes from the spec)."""
-    out: dict[str, Silicon] = {}
-    for host in spec.hosts:
-        pool = spec.pool_of(host.name)
-        gpu = pool.gpu if pool else None
-        rdma = pool.rdma if pool else None
-        out[host.name] = Silicon(
-            node=host.name,
-            model=catalog.get(gpu.model) if gpu else None,
-            count=gpu.count if gpu else 0,
-            nics=tuple(rdma.interfaces) if rdma else (),
-            link_type=rdma.link_type if rdma else "infiniband",
-        )
-    return out
-
-
-def slice_name(node: str) -> str:
-    return f"{node}-{DRA_DRIVER}"
-
-
 @dataclass
 class SyncReport:
     """What one sync did; ``writes`` is the number of write calls it made."""
@@ -98,22 +82,6 @@ class SyncReport:
     @property
     def changed(self) -> bool:
         return self.writes > 0
-
-
-def _quantities(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: parse_quantity(v) for k, v in (values or {}).items()}
-
-
-def _devices_key(devices: list[dict[str, Any]] | None) -> list[Any]:
-    """Devices in a comparable form (the API server rewrites quantities, e.g. bytes -> 80Gi)."""
-    return [
-        (
-            d["name"],
-            d.get("attributes") or {},
-            {k: parse_quantity(v["value"]) for k, v in (d.get("capacity") or {}).items()},
-        )
-        for d in devices or []
-    ]
 
 
 class Simulator:
@@ -191,13 +159,15 @@ class Simulator:
         if node is None:
             reg = self.registration[si.node]
             desired = node_agents(si, reg["labels"], {}, **inputs)
-            node = self.kube.create(NODES, self._new_node(si, desired))
+            node = self.kube.create(
+                NODES, node_object(si.node, reg, desired, control_plane=si.node in self.control_plane)
+            )
             self._sync_slice(node, desired, rslice)
             return "created", desired.notes
         meta = node["metadata"]
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
         desired = node_agents(si, labels, annotations, **inputs)
-        before = self.kube.writes
+        wrote = False
         label_patch: dict[str, str | None] = {k: v for k, v in desired.labels.items() if labels.get(k) != v}
         label_patch.update({k: None for k in labels if is_gfd_label(k) and k not in desired.labels})
         derived = describe(desired, desired.labels)
@@ -208,79 +178,42 @@ class Simulator:
             meta_patch["annotations"] = {DERIVED: derived}
         if meta_patch:
             self.kube.patch(f"{NODES}/{si.node}", {"metadata": meta_patch})
+            wrote = True
         status = node.get("status") or {}
         status_patch = {}
         for fld in ("capacity", "allocatable"):
             want, have = getattr(desired, fld), status.get(fld) or {}
-            if _quantities(want) != _quantities(have):
+            if quantities(want) != quantities(have):
                 status_patch[fld] = {**{k: None for k in have if k not in want}, **want}
         if status_patch:
             self.kube.patch(f"{NODES}/{si.node}/status", {"status": status_patch})
-        self._sync_slice(node, desired, rslice)
-        return ("updated" if self.kube.writes > before else "unchanged"), desired.notes
+            wrote = True
+        wrote = self._sync_slice(node, desired, rslice) or wrote
+        return ("updated" if wrote else "unchanged"), desired.notes
 
-    def _new_node(self, si: Silicon, desired: Desired) -> dict[str, Any]:
-        """The Node as kubelet would register it (labels, taints, capacity), plus GFD's labels."""
-        reg = self.registration[si.node]
-        labels = {
-            "kubernetes.io/hostname": si.node,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            SIMULATED: "true",
-            **reg["labels"],
-            **desired.labels,
-        }
-        if si.node in self.control_plane:
-            labels["node-role.kubernetes.io/control-plane"] = ""
-        annotations = {
-            MANAGE_ANNOTATION: "fake",
-            SIMULATED: "true",
-            DERIVED: describe(desired, desired.labels),
-        }
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": si.node, "labels": labels, "annotations": annotations},
-            "spec": {"taints": reg["taints"]} if reg["taints"] else {},
-            # The API server keeps status on create, as it does for a kubelet's registration.
-            "status": {"capacity": desired.capacity, "allocatable": desired.allocatable},
-        }
-
-    def _sync_slice(self, node: dict, desired: Desired, rslice: dict | None) -> None:
+    def _sync_slice(self, node: dict, desired: Desired, rslice: dict | None) -> bool:
+        """Create, update or delete the node's ResourceSlice; True when it wrote something."""
         name = node["metadata"]["name"]
+        owners = {o.get("uid") for o in (rslice or {}).get("metadata", {}).get("ownerReferences") or []}
+        if rslice is not None and (desired.devices is None or node["metadata"]["uid"] not in owners):
+            # Not a DRA node (any more), or left from a deleted node of the same name.
+            self.kube.delete(f"{SLICES}/{slice_name(name)}")
+            rslice = None
+            if desired.devices is None:
+                return True
         if desired.devices is None:
-            if rslice is not None:
-                self.kube.delete(f"{SLICES}/{slice_name(name)}")
-            return
-        if rslice is not None and _devices_key(rslice["spec"].get("devices")) == _devices_key(
-            desired.devices
-        ):
-            return
-        generation = (rslice["spec"]["pool"].get("generation", 0) + 1) if rslice else 1
-        spec = {
-            "driver": DRA_DRIVER,
-            "nodeName": name,
-            "devices": desired.devices,
-            "pool": {"name": name, "generation": generation, "resourceSliceCount": 1},
-        }
-        if rslice is not None:
-            # A new pool generation tells the scheduler to use only this content (as the driver does).
-            self.kube.patch(f"{SLICES}/{slice_name(name)}", {"spec": spec})
-            return
-        owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
-        self.kube.create(
-            SLICES,
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {
-                    "name": slice_name(name),
-                    "labels": {SIMULATED: "true"},
-                    "ownerReferences": [owner],
-                },
-                "spec": spec,
-            },
+            return False
+        if rslice is None:
+            self.kube.create(SLICES, slice_object(node, slice_spec(name, desired.devices, 1)))
+            return True
+        if devices_key(rslice["spec"].get("devices")) == devices_key(desired.devices):
+            return False
+        # A new pool generation tells the scheduler to use only this content (as the driver does).
+        generation = rslice["spec"]["pool"].get("generation", 0) + 1
+        self.kube.patch(
+            f"{SLICES}/{slice_name(name)}", {"spec": slice_spec(name, desired.devices, generation)}
         )
+        return True
 
     # -- faults ---------------------------------------------------------------------------------
     def inject(self, node: str, fault: str, value: str = "true") -> None:
