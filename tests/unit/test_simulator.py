@@ -297,3 +297,35 @@ def test_rdma_follows_the_nic_cluster_policy(spec) -> None:
         "rdma/rdma_shared_device_a" not in agents_for(spec, "h100-1", {**inputs, "nic_policy": None}).capacity
     )
     assert "rdma/rdma_shared_device_a" not in agents_for(spec, "l4-1", inputs).capacity  # no such NIC
+
+
+# -- command line, offline -------------------------------------------------------------------------
+
+
+def test_cli_errors_are_one_clear_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from gpucluster.local import simulator_cli
+
+    runner = CliRunner()
+    out = runner.invoke(simulator_cli.gpus, ["sync", "--kubeconfig", str(tmp_path / "nope")])
+    assert out.exit_code == 1 and "kubeconfig" in out.output and "local up" in out.output
+    assert "Traceback" not in out.output
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("this: is: not a kubeconfig")
+    out = runner.invoke(simulator_cli.gpus, ["sync", "--kubeconfig", str(bad)])
+    assert out.exit_code == 1 and "not usable" in out.output
+    out = runner.invoke(simulator_cli.gpus, ["fault", "l4-1", "melted", "--kubeconfig", str(bad)])
+    assert out.exit_code == 2 and "melted" in out.output
+
+
+def test_stop_spawned_never_kills_a_process_that_is_not_ours(tmp_path) -> None:
+    import os
+
+    from gpucluster.local import simulator_cli
+
+    (tmp_path / simulator_cli.PID_FILE).write_text(f"{os.getpid()}\n")
+    assert simulator_cli.stop_spawned(tmp_path) is False
+    assert not (tmp_path / simulator_cli.PID_FILE).exists()  # the stale pid file is gone
+    (tmp_path / simulator_cli.PID_FILE).write_text("garbage")
+    assert simulator_cli.stop_spawned(tmp_path) is False

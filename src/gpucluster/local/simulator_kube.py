@@ -35,7 +35,7 @@ class Kube:
         cfg = kubernetes.client.Configuration()
         try:
             kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-        except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
+        except Exception as exc:  # ConfigException, YAML errors, unreadable files, bad certificates
             raise SimulatorError(f"kubeconfig {kubeconfig} is not usable: {exc}") from exc
         cfg.connection_pool_maxsize = pool_size
         self._api = kubernetes.client.ApiClient(cfg)
