@@ -27,6 +27,10 @@ def lab() -> ClusterSpec:
     return load_spec(Path(__file__).resolve().parents[2] / "inventories" / "lab")
 
 
+def pool(spec, name):
+    return next(p for p in spec.node_pools if p.name == name)
+
+
 def by_kind(objs, kind, name=None):
     hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
     assert hits, f"no {kind} {name or ''}"
@@ -67,7 +71,7 @@ def test_time_slicing_config_per_pool(local):
 
 def test_mps_pool_uses_mps_section(local):
     spec = local.model_copy(deep=True)
-    spec.node_pools[2].sharing.mode = "mps"
+    pool(spec, "l4-infer").sharing.mode = "mps"
     cfg = gpu_operator.device_plugin_config(spec)["l4-infer"]
     assert cfg["sharing"] == {"mps": {"renameByDefault": False, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
 
@@ -106,7 +110,7 @@ def test_mig_single_strategy(local):
 
 def test_rename_by_default_uses_shared_resource(local):
     spec = local.model_copy(deep=True)
-    spec.node_pools[2].sharing.rename_by_default = True
+    pool(spec, "l4-infer").sharing.rename_by_default = True
     s = expected.host_states(spec)["l4-1"]
     assert s.resources == {"nvidia.com/gpu.shared": 16}
     assert s.labels["nvidia.com/gpu.product"] == "NVIDIA-L4"
@@ -136,9 +140,9 @@ def test_gpu_operator_values(local, lab):
 def test_device_classes_select_by_attributes(local):
     classes = {o["metadata"]["name"]: o for o in dra.objects(local)}
     assert all(o["apiVersion"] == "resource.k8s.io/v1" for o in classes.values())
-    expr = classes["gpu-80gi"]["spec"]["selectors"][0]["cel"]["expression"]
+    expr = classes["gpu-80gb"]["spec"]["selectors"][0]["cel"]["expression"]
     assert "device.driver == 'gpu.nvidia.com'" in expr
-    assert "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0" in expr
+    assert "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80G')) >= 0" in expr
     assert "architecture == 'Hopper'" in classes["hopper"]["spec"]["selectors"][0]["cel"]["expression"]
     mig = classes["mig-1g-10gb"]["spec"]["selectors"][0]["cel"]["expression"]
     assert ".type == 'mig'" in mig and ".profile == '1g.10gb'" in mig
@@ -154,10 +158,10 @@ def test_compute_capability_is_semver(local):
 
 
 def test_claim_templates_in_tenant_namespaces(local):
-    t = by_kind(tenants.objects(local), "ResourceClaimTemplate", "one-80gi-gpu")
+    t = by_kind(tenants.objects(local), "ResourceClaimTemplate", "one-80gb-gpu")
     assert [o["metadata"]["namespace"] for o in t] == ["ml-research"]
     req = t[0]["spec"]["spec"]["devices"]["requests"][0]
-    assert req["exactly"] == {"deviceClassName": "gpu-80gi", "allocationMode": "ExactCount", "count": 1}
+    assert req["exactly"] == {"deviceClassName": "gpu-80gb", "allocationMode": "ExactCount", "count": 1}
 
 
 def test_dra_values_carry_override(local):
@@ -174,7 +178,7 @@ def test_tenant_objects(local):
     q = [o for o in by_kind(objs, "ResourceQuota") if o["metadata"]["namespace"] == "ml-research"][0]
     hard = q["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == "16" and hard["limits.nvidia.com/gpu"] == "16"
-    assert hard["gpu-80gi.deviceclass.resource.k8s.io/devices"] == "8"
+    assert hard["gpu-80gb.deviceclass.resource.k8s.io/devices"] == "8"
     assert hard["requests.memory"] == "2Ti"
     roles = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Role" and o["metadata"]["namespace"] == "inference"}
     # least privilege: nobody in the tenant may edit quotas, limit ranges, policies or RBAC

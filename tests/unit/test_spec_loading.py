@@ -88,7 +88,7 @@ def test_cli_validate_json(write_spec, base, capsys):
 
 def test_cli_validate_ok(local_inventory, capsys):
     assert entrypoint(["validate", "-i", str(local_inventory)]) == 0
-    assert "local: valid (7 hosts, 4 pools, 40 GPUs, 2 tenants)" in capsys.readouterr().out
+    assert "local: valid (9 hosts, 6 pools, 50 GPUs, 2 tenants)" in capsys.readouterr().out
 
 
 def test_cli_unknown_option_is_a_usage_error(capsys):

@@ -272,7 +272,11 @@ class GpuOperator(Model):
 class DeviceSelector(Model):
     """Attribute-based selection; every field set must hold (AND). Compiled to CEL."""
 
-    min_memory: Memory | None = Field(default=None, description='Device memory at least, e.g. "80Gi".')
+    min_memory: Memory | None = Field(
+        default=None,
+        description='Device memory at least, compared with what NVML reports: an "80GB" H100 reports '
+        '81559 MiB (79.6Gi), so write "80G" to include it; "80Gi" would skip it.',
+    )
     product_name_contains: str | None = Field(default=None, description='e.g. "H100".')
     architecture: str | None = Field(default=None, description='e.g. "Hopper".')
     min_compute_capability: str | None = Field(default=None, description='e.g. "9.0".')

@@ -1,0 +1,238 @@
+"""Cluster checks: the live state in a :class:`Snapshot` against the spec's expected state.
+
+Each function yields :class:`Result` rows for one check id. Check ids are stable (they appear in
+JSON/JUnit output and in ``--checklist``) and each is proven to fail on its own fault by the
+integration tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpucluster import expected
+from gpucluster.expected import DRA_DRIVER, HostState
+from gpucluster.render.monitoring import alert_rules
+from gpucluster.render.volcano import queue_capability
+from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.quantity import parse_quantity
+from gpucluster.verify import cel
+from gpucluster.verify.model import Result, compare, fail, ok, skip
+from gpucluster.verify.snapshot import Snapshot
+
+GPU_PREFIXES = ("nvidia.com/", "rdma/")
+
+
+def _ready(node: dict) -> str:
+    for c in node.get("status", {}).get("conditions", []):
+        if c.get("type") == "Ready":
+            return c.get("status", "Unknown")
+    return "Unknown"
+
+
+def _gpu_problem(condition: dict) -> bool:
+    """Node-problem-detector style conditions (True = problem) that concern GPUs, e.g. GpuUnhealthy."""
+    kind = condition.get("type", "")
+    return kind != "Ready" and "gpu" in kind.lower() and condition.get("status") == "True"
+
+
+def _ext(resources: dict) -> dict[str, int]:
+    """The GPU/RDMA extended resources of a node's capacity or allocatable, as integers."""
+    return {k: int(parse_quantity(str(v))) for k, v in resources.items() if k.startswith(GPU_PREFIXES)}
+
+
+def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) -> Iterator[Result]:
+    nodes = {n["metadata"]["name"]: n for n in snap.nodes}
+    for name, want in states.items():
+        node = nodes.get(name)
+        if node is None:
+            yield fail("node-ready", name, "Ready node", "no such node", "the host never registered")
+            for check in ("node-capacity", "node-allocatable", "node-labels", "node-taints", "gpu-health"):
+                yield skip(check, name, "node is missing (see node-ready)")
+            continue
+        yield compare("node-ready", name, "True", _ready(node), "node is not Ready")
+        status = node.get("status", {})
+        capacity, allocatable = _ext(status.get("capacity", {})), _ext(status.get("allocatable", {}))
+        yield compare("node-capacity", name, want.resources, capacity)
+        withheld = {k: capacity[k] - allocatable.get(k, 0) for k in capacity if allocatable.get(k, 0) < capacity[k]}
+        yield compare("node-allocatable", name, want.resources, allocatable,
+                      "; ".join(f"{n} {k} withheld (unhealthy devices?)" for k, n in sorted(withheld.items())))
+        if want.gpu_count:
+            bad = [f"{c['type']}: {c.get('message') or c.get('reason') or 'True'}"
+                   for c in status.get("conditions", []) if _gpu_problem(c)]
+            if bad:
+                yield fail("gpu-health", name, "no GPU problem conditions", "; ".join(bad))
+            else:
+                yield ok("gpu-health", name, "no GPU problem conditions", "none")
+        labels = node["metadata"].get("labels", {})
+        wrong = {k: labels.get(k, "(missing)") for k, v in want.labels.items() if labels.get(k) != v}
+        if wrong:
+            yield fail("node-labels", name, {k: want.labels[k] for k in wrong}, wrong)
+        else:
+            yield ok("node-labels", name, f"{len(want.labels)} labels", "all match")
+        have = {f"{t['key']}={t.get('value', '')}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
+                for t in node.get("spec", {}).get("taints", []) or []}
+        missing = [t for t in want.taints if t not in have]
+        if missing:
+            yield fail("node-taints", name, want.taints, sorted(have), f"missing {', '.join(missing)}")
+        else:
+            yield ok("node-taints", name, want.taints or "(none)", sorted(have) or "(none)")
+
+
+def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) -> Iterator[Result]:
+    dra_hosts = {n: s for n, s in states.items() if s.devices}
+    if not dra_hosts and not spec.dra.device_classes:
+        return
+    if snap.resource_slices is None:
+        yield fail("dra-slices", "resource.k8s.io/v1", "served", "not served", "the API server has no DRA v1 API")
+        return
+    by_node: dict[str, list[dict]] = {}
+    for rs in snap.resource_slices:
+        s = rs.get("spec", {})
+        if s.get("driver") == DRA_DRIVER and s.get("nodeName"):
+            by_node.setdefault(s["nodeName"], []).extend(s.get("devices", []))
+    for name, want in dra_hosts.items():
+        got = {d["name"]: d for d in by_node.get(name, [])}
+        problems = []
+        missing = [d.name for d in want.devices if d.name not in got]
+        if missing:
+            problems.append(f"missing {', '.join(missing)}")
+        for d in want.devices:
+            dev = got.get(d.name)
+            if dev is None:
+                continue
+            attrs = {k.split("/")[-1]: next(iter(v.values())) for k, v in dev.get("attributes", {}).items()}
+            for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile)):
+                if value is not None and attrs.get(key) != value:
+                    problems.append(f"{d.name}.{key}={attrs.get(key)!r} (want {value!r})")
+            mem = dev.get("capacity", {}).get("memory", {}).get("value")
+            if mem is None or int(parse_quantity(str(mem))) != d.memory_bytes:
+                problems.append(f"{d.name}.memory={mem} (want {d.memory_bytes})")
+        exp = f"{len(want.devices)} devices"
+        if problems:
+            yield fail("dra-slices", name, exp, f"{len(got)} devices", "; ".join(problems[:5]))
+        else:
+            yield ok("dra-slices", name, exp, f"{len(got)} devices")
+    yield from _device_class_checks(spec, snap)
+
+
+def _device_class_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    if not spec.dra.enabled or not spec.dra.device_classes:
+        return
+    deployed = {d["metadata"]["name"]: d for d in snap.device_classes or []}
+    devices = [(rs["spec"].get("driver", ""), dev) for rs in snap.resource_slices or []
+               for dev in rs.get("spec", {}).get("devices", [])]
+    for dc in spec.dra.device_classes:
+        subject = f"deviceclass/{dc.name}"
+        obj = deployed.get(dc.name)
+        if obj is None:
+            yield fail("deviceclass-matches", subject, "deployed", "missing")
+            continue
+        exprs = [s["cel"]["expression"] for s in obj.get("spec", {}).get("selectors", []) if "cel" in s]
+        try:
+            programs = [cel.compile_expr(e) for e in exprs]
+        except cel.Unsupported as err:
+            yield skip("deviceclass-matches", subject, f"{err}; verify evaluates gpucluster's CEL subset only")
+            continue
+        n = sum(1 for drv, dev in devices if all(cel.matches(p, drv, dev) for p in programs))
+        if n:
+            yield ok("deviceclass-matches", subject, ">= 1 device", f"{n} devices")
+        else:
+            yield fail("deviceclass-matches", subject, ">= 1 device", "0 devices",
+                       "no published device satisfies the selector")
+
+
+def daemonset_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    namespaces = {spec.gpu_operator.namespace: spec.gpu_operator.enabled, spec.dra.namespace: spec.dra.enabled,
+                  spec.networking.network_operator.namespace: spec.networking.network_operator.enabled}
+    for ns, enabled in namespaces.items():
+        if not enabled:
+            continue
+        sets = [d for d in snap.daemonsets if d["metadata"].get("namespace") == ns]
+        if not sets:
+            yield skip("daemonsets-ready", ns, "no DaemonSets in this namespace: the operator is not installed "
+                       "here (in the local world simulated agents stand in for it)")
+            continue
+        for d in sets:
+            st = d.get("status", {})
+            want, ready = st.get("desiredNumberScheduled", 0), st.get("numberReady", 0)
+            yield compare("daemonsets-ready", f"{ns}/{d['metadata']['name']}", f"{want} ready", f"{ready} ready")
+
+
+def tenant_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    quotas = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in snap.quotas}
+    limits = {lr["metadata"]["namespace"] for lr in snap.limit_ranges}
+    queues = {q["metadata"]["name"]: q for q in snap.queues or []}
+    for t in spec.tenants:
+        subject = f"tenants/{t.name}"
+        q = quotas.get((t.ns, "gpucluster-quota"))
+        if q is None:
+            yield fail("tenant-quota", subject, f"ResourceQuota in {t.ns}", "missing")
+        else:
+            hard = q.get("spec", {}).get("hard", {})
+            yield compare("tenant-quota", subject, f"requests.nvidia.com/gpu={t.quota.gpus}",
+                          f"requests.nvidia.com/gpu={hard.get('requests.nvidia.com/gpu', '(none)')}")
+        yield compare("tenant-limitrange", subject, f"LimitRange in {t.ns}",
+                      f"LimitRange in {t.ns}" if t.ns in limits else "missing")
+        if not spec.scheduling.volcano.enabled:
+            continue
+        if snap.queues is None:
+            yield skip("tenant-queue", subject, "Volcano's Queue CRD is not installed")
+            continue
+        queue = queues.get(t.name)
+        cap = (queue or {}).get("spec", {}).get("capability", {}).get("nvidia.com/gpu")
+        yield compare("tenant-queue", subject, f"queue capability {queue_capability(t)} GPUs",
+                      f"queue capability {cap} GPUs" if queue else "missing")
+
+
+def security_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    """Tenant namespaces enforce their Pod Security level and are isolated by a NetworkPolicy."""
+    namespaces = {n["metadata"]["name"]: n for n in snap.namespaces}
+    policies = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in snap.network_policies}
+    for t in spec.tenants:
+        ns = namespaces.get(t.ns)
+        level = (ns or {}).get("metadata", {}).get("labels", {}).get("pod-security.kubernetes.io/enforce")
+        isolated = (t.ns, "gpucluster-isolate") in policies
+        yield compare("tenant-security", f"tenants/{t.name}",
+                      f"pod-security={t.pod_security}, isolated",
+                      f"pod-security={level or 'none'}, {'isolated' if isolated else 'no NetworkPolicy'}")
+
+
+def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    have = {p["metadata"]["name"]: p for p in snap.priority_classes}
+    for pc in spec.scheduling.priority_classes:
+        got = have.get(pc.name)
+        actual = f"value={got.get('value')} {got.get('preemptionPolicy', 'PreemptLowerPriority')}" if got else "missing"
+        yield compare("priority-classes", f"priorityclass/{pc.name}", f"value={pc.value} {pc.preemption_policy}", actual)
+
+
+def pin_checks(spec: ClusterSpec) -> Iterator[Result]:
+    import re
+
+    from gpucluster.render import releases
+
+    for rel in releases(spec):
+        exact = bool(re.fullmatch(r"v?\d+\.\d+\.\d+", rel.version))
+        yield (ok if exact else fail)("charts-pinned", f"release/{rel.name}", "exact version", rel.version or "(none)")
+
+
+def alert_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    if not spec.monitoring.enabled:
+        return
+    if snap.prometheus_rules is None:
+        yield skip("alert-rules", "monitoring", "the PrometheusRule CRD is not installed (no monitoring stack)")
+        return
+    loaded = {r["alert"] for pr in snap.prometheus_rules for g in pr.get("spec", {}).get("groups", [])
+              for r in g.get("rules", []) if "alert" in r}
+    want = {r["alert"] for r in alert_rules(spec)}
+    missing = sorted(want - loaded)
+    if missing:
+        yield fail("alert-rules", "monitoring", sorted(want), sorted(loaded & want), f"missing {', '.join(missing)}")
+    else:
+        yield ok("alert-rules", "monitoring", f"{len(want)} alerts", "all loaded")
+
+
+def run(spec: ClusterSpec, snap: Snapshot) -> list[Result]:
+    states = expected.host_states(spec)
+    return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
+            *daemonset_checks(spec, snap), *tenant_checks(spec, snap), *security_checks(spec, snap),
+            *priority_checks(spec, snap), *alert_checks(spec, snap), *pin_checks(spec)]

@@ -1,0 +1,202 @@
+"""Verification logic on snapshots: a cluster built exactly from the spec passes every check, and each
+injected fault fails exactly its check, naming the node or object with expected vs actual."""
+
+from __future__ import annotations
+
+import copy
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gpucluster import expected
+from gpucluster.render import render
+from gpucluster.spec import load_spec
+from gpucluster.verify import cel, cluster, report
+from gpucluster.verify.model import Verdict
+from gpucluster.verify.snapshot import Snapshot
+
+
+def slice_for(node: str, devices: list[expected.Device]) -> dict:
+    devs = []
+    for d in devices:
+        attrs = {"type": {"string": d.type}, "uuid": {"string": d.uuid}, "productName": {"string": d.product_name},
+                 "architecture": {"string": d.architecture},
+                 "cudaComputeCapability": {"version": d.compute_capability + ".0"},
+                 "resource.kubernetes.io/pciBusID": {"string": d.pci_bus_id}}
+        if d.profile:
+            attrs["profile"] = {"string": d.profile}
+        devs.append({"name": d.name, "attributes": attrs, "capacity": {"memory": {"value": str(d.memory_bytes)}}})
+    return {"metadata": {"name": f"{node}-gpu"}, "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                                                           "pool": {"name": node}, "devices": devs}}
+
+
+def perfect(spec) -> Snapshot:
+    r = render(spec)
+    objs = r.objects()
+    states = expected.host_states(spec)
+    nodes = []
+    for name, s in states.items():
+        res = {k: str(v) for k, v in s.resources.items()} | {"cpu": "64", "memory": "512Gi"}
+        taints = []
+        for t in s.taints:
+            kv, effect = t.rsplit(":", 1)
+            k, _, v = kv.partition("=")
+            taints.append({"key": k, "value": v, "effect": effect})
+        nodes.append({"metadata": {"name": name, "labels": dict(s.labels)}, "spec": {"taints": taints},
+                      "status": {"capacity": dict(res), "allocatable": dict(res),
+                                 "conditions": [{"type": "Ready", "status": "True"}]}})
+    kind = lambda k: [copy.deepcopy(o) for o in objs if o["kind"] == k]  # noqa: E731
+    return Snapshot(
+        nodes=nodes,
+        resource_slices=[slice_for(n, s.devices) for n, s in states.items() if s.devices],
+        device_classes=kind("DeviceClass"), daemonsets=[], quotas=kind("ResourceQuota"),
+        limit_ranges=kind("LimitRange"), queues=kind("Queue"), prometheus_rules=kind("PrometheusRule"),
+        namespaces=kind("Namespace"), network_policies=kind("NetworkPolicy"), priority_classes=kind("PriorityClass"),
+    )
+
+
+@pytest.fixture(scope="module")
+def spec(request):
+    from pathlib import Path
+
+    return load_spec(Path(__file__).resolve().parents[2] / "inventories" / "local")
+
+
+def failures(results):
+    return {(r.check, r.subject) for r in results if r.verdict is Verdict.failed}
+
+
+def test_perfect_cluster_passes(spec):
+    results = cluster.run(spec, perfect(spec))
+    assert failures(results) == set()
+    checks = {r.check for r in results if r.verdict is Verdict.passed}
+    assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
+            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-queue", "alert-rules",
+            "tenant-security", "priority-classes", "charts-pinned", "gpu-health"} <= checks
+    skipped = [r for r in results if r.verdict is Verdict.skipped]
+    assert all(r.reason for r in skipped)
+
+
+def node(snap, name):
+    return next(n for n in snap.nodes if n["metadata"]["name"] == name)
+
+
+def lower_allocatable(s):
+    node(s, "l4-1")["status"]["allocatable"]["nvidia.com/gpu"] = "15"
+
+
+def remove_device(s):
+    sl = next(x for x in s.resource_slices if x["spec"]["nodeName"] == "h100-2")
+    sl["spec"]["devices"] = sl["spec"]["devices"][:-1]
+
+
+def remove_taint(s):
+    node(s, "h200-1")["spec"]["taints"] = []
+
+
+def not_ready(s):
+    node(s, "a100-1")["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+
+
+def wrong_product(s):
+    node(s, "h200-1")["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+
+
+def delete_quota(s):
+    s.quotas = [q for q in s.quotas if q["metadata"]["namespace"] != "inference"]
+
+
+def class_matches_nothing(s):
+    dc = next(d for d in s.device_classes if d["metadata"]["name"] == "gpu-80gb")
+    expr = dc["spec"]["selectors"][0]["cel"]["expression"]
+    dc["spec"]["selectors"][0]["cel"]["expression"] = expr.replace("quantity('80G')", "quantity('1000Gi')")
+
+
+def gpu_condition(s):
+    node(s, "h200-1")["status"]["conditions"].append({"type": "GpuUnhealthy", "status": "True", "message": "XID 79"})
+
+
+def replicas_changed(s):
+    # what the device plugin would advertise if the deployed ConfigMap said replicas: 2
+    for name in ("l4-1", "l4-2"):
+        n = node(s, name)
+        n["status"]["capacity"]["nvidia.com/gpu"] = n["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+        n["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "2"
+
+
+FAULTS = {
+    # fault: (injector, the failures it must cause and nothing else)
+    "allocatable-lowered": (lower_allocatable, {("node-allocatable", "l4-1")}),
+    "device-removed": (remove_device, {("dra-slices", "h100-2")}),
+    "taint-removed": (remove_taint, {("node-taints", "h200-1")}),
+    "node-not-ready": (not_ready, {("node-ready", "a100-1")}),
+    "wrong-product": (wrong_product, {("node-labels", "h200-1")}),
+    "quota-deleted": (delete_quota, {("tenant-quota", "tenants/inference")}),
+    "class-matches-nothing": (class_matches_nothing, {("deviceclass-matches", "deviceclass/gpu-80gb")}),
+    "gpu-condition": (gpu_condition, {("gpu-health", "h200-1")}),
+    # a changed sharing config changes what the nodes advertise *and* their replicas label
+    "replicas-changed": (replicas_changed, {(c, n) for c in ("node-capacity", "node-allocatable", "node-labels")
+                                            for n in ("l4-1", "l4-2")}),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_fails_exactly_its_check(spec, fault):
+    inject, want = FAULTS[fault]
+    snap = perfect(spec)
+    inject(snap)
+    results = cluster.run(spec, snap)
+    assert failures(results) == want
+    for r in results:
+        if (r.check, r.subject) in want:
+            assert r.expected and r.actual and r.expected != r.actual
+
+
+def test_failure_rows_say_expected_and_actual(spec):
+    snap = perfect(spec)
+    lower_allocatable(snap)
+    row = next(r for r in cluster.run(spec, snap) if r.verdict is Verdict.failed)
+    assert "nvidia.com/gpu=16" in row.expected and "nvidia.com/gpu=15" in row.actual
+    assert "1 nvidia.com/gpu withheld" in row.reason
+
+
+def test_missing_node_fails_ready_and_skips_the_rest(spec):
+    snap = perfect(spec)
+    snap.nodes = [n for n in snap.nodes if n["metadata"]["name"] != "l4-2"]
+    results = cluster.run(spec, snap)
+    assert failures(results) == {("node-ready", "l4-2")}
+    assert any(r.check == "node-capacity" and r.subject == "l4-2" and r.verdict is Verdict.skipped for r in results)
+
+
+def test_crds_absent_are_skips_with_reasons(spec):
+    snap = perfect(spec)
+    snap.queues = None
+    snap.prometheus_rules = None
+    results = cluster.run(spec, snap)
+    skips = {r.check: r.reason for r in results if r.verdict is Verdict.skipped}
+    assert "Queue CRD" in skips["tenant-queue"] and "PrometheusRule CRD" in skips["alert-rules"]
+
+
+def test_cel_subset():
+    prog = cel.compile_expr("device.driver == 'gpu.nvidia.com' && "
+                            "device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('h100') && "
+                            "device.attributes['gpu.nvidia.com'].cudaComputeCapability.compareTo(semver('9.0.0')) >= 0")
+    dev = {"attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}, "cudaComputeCapability": {"version": "9.0.0"}}}
+    assert cel.matches(prog, "gpu.nvidia.com", dev)
+    dev["attributes"]["cudaComputeCapability"] = {"version": "8.9.0"}
+    assert not cel.matches(prog, "gpu.nvidia.com", dev)
+    with pytest.raises(cel.Unsupported):
+        cel.compile_expr("device.attributes['x'].foo in ['a', 'b']")
+
+
+def test_reports(spec):
+    snap = perfect(spec)
+    remove_taint(snap)
+    results = cluster.run(spec, snap)
+    data = json.loads(report.to_json(results, {"cluster": "local"}))
+    assert data["summary"]["fail"] == 1
+    suite = ET.fromstring(report.to_junit(results))
+    assert suite.get("failures") == "1"
+    failed = [c for c in suite if c.find("failure") is not None]
+    assert failed[0].get("classname") == "node-taints" and failed[0].get("name") == "h200-1"
