@@ -53,10 +53,11 @@ def install(names: tuple[str, ...], everything: bool, quiet: bool) -> None:
 def list_tools() -> None:
     """Show every tool with its pinned version and where it is (or ``missing``)."""
     width = max(len(n) for n in TOOLS)
+    vwidth = max(len(t.version) for t in TOOLS.values())
     for name, tool in TOOLS.items():
         found = core.locate(name)
         where = str(found) if found else "missing"
         note = " (optional)" if tool.optional else ""
         seconds = cache.marker_info(tool).get("seconds")
         built = f"  [built in {seconds} s]" if found and seconds is not None else ""
-        click.echo(f"{name:<{width}}  {tool.version:<10}  {where}{built}{note}")
+        click.echo(f"{name:<{width}}  {tool.version:<{vwidth}}  {where}{built}{note}")
