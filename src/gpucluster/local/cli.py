@@ -8,6 +8,7 @@ import click
 
 from gpucluster.local.state import default_state_dir
 from gpucluster.local.world import World
+from gpucluster.toolchain import path_of
 from gpucluster.toolchain.cli import user_errors
 
 _state_dir = click.option(
@@ -53,6 +54,8 @@ def up(
     """Start the control plane on 127.0.0.1 (or confirm it already runs)."""
     ports = {"kube-apiserver": apiserver_port} if apiserver_port else {}
     with user_errors():
+        if not no_crds:  # fail before starting anything rather than after
+            path_of("kubectl"), path_of("crds")
         world = World(state_dir, ports=ports, timeout=timeout, say=_say)
         result = world.up()
         if result.already_running:

@@ -66,6 +66,14 @@ def spawn(
     )
 
 
+def reap(pid: int) -> None:
+    """Collect ``pid``'s exit status if it is a finished child of ours; otherwise do nothing."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
 def _gone(pid: int) -> bool:
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)  # reap when it is our child

@@ -237,7 +237,9 @@ class World:
         stopped = []
         for name in reversed(components.ORDER):
             comp = state.components.get(name)
-            if comp and comp.cmdline_matches(self.dir):
+            if comp and not comp.cmdline_matches(self.dir):
+                procs.reap(comp.pid)  # a crashed child of this very process stays a zombie otherwise
+            elif comp:
                 if not procs.stop(comp.pid):
                     raise LocalWorldError(f"could not stop {name} (pid {comp.pid}); stop it by hand")
                 stopped.append(name)
