@@ -16,12 +16,15 @@ def _kubeconfig(spec_env: str, given: str | None) -> str | None:
     if given:
         return given
     if spec_env == "local":
-        try:
-            from gpucluster.local import world
+        from gpucluster.local.world import World
 
-            return str(world.kubeconfig_path())
-        except (ImportError, AttributeError):
-            return None
+        path = World().kubeconfig
+        if not path.exists():
+            from gpucluster.errors import InputError
+
+            raise InputError(f"the local world is not running ({path} missing): run `gpucluster up` first, "
+                             "or pass --kubeconfig")
+        return str(path)
     return None
 
 

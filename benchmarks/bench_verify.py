@@ -1,0 +1,88 @@
+"""Benchmark: `verify` on a simulated 1,000-node / 8,000-GPU cluster next to the raw LIST calls it needs.
+
+Starts a local world in a temporary folder (toolchain must be built), registers the generated spec's
+nodes with the GPU simulator, applies the render output, then times (best of --repeat):
+  raw LISTs   GET nodes + GET resourceslices (the two big lists), raw JSON
+  verify      the whole `gpucluster verify` path: 11 LISTs + every check
+and prints both and their ratio (targets: verify <= 5 s and <= 2x the raw LISTs).
+Usage: python benchmarks/bench_verify.py [--nodes 1000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import yaml  # noqa: E402
+from gen_spec import write  # noqa: E402
+
+from gpucluster.local.simulator import attach  # noqa: E402
+from gpucluster.local.world import World  # noqa: E402
+from gpucluster.render import render  # noqa: E402
+from gpucluster.spec import load_spec  # noqa: E402
+from gpucluster.toolchain import path_of  # noqa: E402
+from gpucluster.verify import cluster, snapshot  # noqa: E402
+
+
+def raw_lists(kubeconfig: str) -> float:
+    from kubernetes import config
+
+    api = config.new_client_from_config(config_file=kubeconfig)
+    t0 = time.perf_counter()
+    for path in ("/api/v1/nodes", "/apis/resource.k8s.io/v1/resourceslices"):
+        resp = api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
+                            _return_http_data_only=True)
+        resp.data  # noqa: B018 - read the whole body
+    dt = time.perf_counter() - t0
+    api.close()
+    return dt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        inv = write(args.nodes, Path(tmp) / "inv")
+        spec = load_spec(inv)
+        world = World(Path(tmp) / "world")
+        t0 = time.perf_counter()
+        world.up()
+        kc = str(world.kubeconfig)
+        try:
+            objs = [o for o in render(spec).objects() if o["kind"] in ("Namespace", "ConfigMap", "DeviceClass",
+                                                                        "ResourceQuota", "LimitRange", "NetworkPolicy",
+                                                                        "PriorityClass")]
+            subprocess.run([str(path_of("kubectl")), f"--kubeconfig={kc}", "apply", "--server-side", "-f", "-"],
+                           input=yaml.safe_dump_all(sorted(objs, key=lambda o: o["kind"] != "Namespace")),
+                           text=True, check=True, capture_output=True)
+            sim = attach(world, spec)
+            sim.close()
+            print(f"cluster: {args.nodes} simulated nodes, "
+                  f"{sum(p.gpu.count * len(p.hosts) for p in spec.gpu_pools)} GPUs, built in {time.perf_counter() - t0:.1f}s")
+            raw, full = [], []
+            for _ in range(args.repeat):
+                raw.append(raw_lists(kc))
+                t1 = time.perf_counter()
+                snap = snapshot.fetch(kc)
+                results = cluster.run(spec, snap)
+                full.append(time.perf_counter() - t1)
+            fails = sum(1 for r in results if r.verdict.value == "fail")
+            r, v = min(raw), min(full)
+            print(f"raw LISTs (nodes + resourceslices): {r:.2f} s")
+            print(f"verify (11 LISTs + {len(results)} checks, {fails} failed): {v:.2f} s")
+            print(f"ratio verify/raw: {v / r:.2f}x (target <= 2x); verify {'<=' if v <= 5 else '>'} 5 s target")
+        finally:
+            world.down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

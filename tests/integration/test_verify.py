@@ -1,0 +1,226 @@
+"""`gpucluster verify` against the real local control plane, with faults injected into it.
+
+The render bundle for ``inventories/local`` is applied with ``kubectl apply --server-side`` (kinds
+whose CRD is not installed are left out and listed), the GPU simulator registers the nodes, and
+verify must pass. Then each fault is injected into the live cluster; verify must fail exactly the
+checks that fault breaks, naming the node or object, and pass again once the fault is undone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucluster.cli import entrypoint
+from gpucluster.local.simulator import Simulator, attach
+from gpucluster.local.testing import LocalWorld, local_world_fixture
+from gpucluster.render import render
+from gpucluster.spec import load_spec
+from gpucluster.toolchain import path_of
+
+pytestmark = pytest.mark.integration
+LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"
+
+
+def kubectl(lw: LocalWorld, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    proc = subprocess.run([str(path_of("kubectl")), f"--kubeconfig={lw.kubeconfig}", *args], input=stdin,
+                          capture_output=True, text=True, timeout=120, check=False)
+    if check:
+        assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+def served_kinds(lw: LocalWorld) -> set[tuple[str, str]]:
+    out = kubectl(lw, "api-resources", "--no-headers", "-o", "wide")
+    kinds = set()
+    for line in out.splitlines():
+        cols = line.split()
+        # NAME [SHORTNAMES] APIVERSION NAMESPACED KIND VERBS ...
+        idx = next(i for i, c in enumerate(cols) if c in ("true", "false"))
+        kinds.add((cols[idx - 1].split("/")[0] if "/" in cols[idx - 1] else "", cols[idx + 1]))
+    return kinds
+
+
+def apply_rendered(lw: LocalWorld, objs: list[dict]) -> list[str]:
+    """Server-side apply every object whose kind the API serves; return the ones left out."""
+    kinds = served_kinds(lw)
+    ok, left_out = [], []
+    for o in objs:
+        group = o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else ""
+        (ok if (group, o["kind"]) in kinds else left_out).append(o)
+    ns_first = sorted(ok, key=lambda o: o["kind"] != "Namespace")
+    kubectl(lw, "apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
+            stdin=yaml.safe_dump_all(ns_first))
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in left_out]
+
+
+@pytest.fixture(scope="module")
+def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
+    yield from local_world_fixture(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def deployed(lw: LocalWorld) -> Iterator[tuple[LocalWorld, Simulator, list[str]]]:
+    spec = load_spec(LOCAL)
+    left_out = apply_rendered(lw, render(spec).objects())
+    sim = attach(lw.world, spec)
+    yield lw, sim, left_out
+    sim.close()
+
+
+def verify(lw: LocalWorld, tmp_path: Path, capsys) -> tuple[int, dict]:
+    report = tmp_path / "verify.json"
+    junit = tmp_path / "verify.xml"
+    code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--json", str(report),
+                       "--junit", str(junit)])
+    capsys.readouterr()
+    data = json.loads(report.read_text())
+    assert junit.read_text().startswith("<testsuite")
+    return code, data
+
+
+def failed(data: dict) -> set[tuple[str, str]]:
+    return {(r["check"], r["subject"]) for r in data["results"] if r["verdict"] == "fail"}
+
+
+def test_healthy_cluster_passes(deployed, tmp_path, capsys):
+    lw, _sim, left_out = deployed
+    code, data = verify(lw, tmp_path, capsys)
+    assert failed(data) == set(), data["results"]
+    assert code == 0
+    assert data["listCalls"] == 11
+    passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
+    assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
+            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security"} <= passed
+    for r in data["results"]:
+        if r["verdict"] == "skip":
+            assert r["reason"], r
+
+
+def _cm_replicas(lw: LocalWorld, replicas: int) -> None:
+    cm = json.loads(kubectl(lw, "get", "configmap", "-n", "gpu-operator", "gpucluster-device-plugin-config",
+                            "-o", "json"))
+    doc = yaml.safe_load(cm["data"]["l4-infer"])
+    doc["sharing"]["timeSlicing"]["resources"][0]["replicas"] = replicas
+    patch = {"data": {"l4-infer": yaml.safe_dump(doc, sort_keys=False)}}
+    kubectl(lw, "patch", "configmap", "-n", "gpu-operator", "gpucluster-device-plugin-config", "--type=merge",
+            "-p", json.dumps(patch))
+
+
+def _device_class_expr(lw: LocalWorld, old: str, new: str) -> None:
+    dc = json.loads(kubectl(lw, "get", "deviceclass", "gpu-80gb", "-o", "json"))
+    expr = dc["spec"]["selectors"][0]["cel"]["expression"]
+    dc["spec"]["selectors"][0]["cel"]["expression"] = expr.replace(old, new)
+    kubectl(lw, "patch", "deviceclass", "gpu-80gb", "--type=merge", "-p", json.dumps({"spec": dc["spec"]}))
+
+
+# fault id: (inject(lw, sim), undo(lw, sim), failures expected and nothing else)
+FAULTS = {
+    "allocatable-lowered": (
+        lambda lw, sim: (sim.inject("l4-1", "unhealthy-gpus", "0"), sim.sync()),
+        lambda lw, sim: (sim.clear("l4-1"), sim.sync()),
+        {("node-allocatable", "l4-1")}),
+    "device-removed": (
+        lambda lw, sim: (sim.inject("h100-2", "missing-devices", "gpu-7"), sim.sync()),
+        lambda lw, sim: (sim.clear("h100-2"), sim.sync()),
+        {("dra-slices", "h100-2")}),
+    "replicas-changed": (
+        lambda lw, sim: (_cm_replicas(lw, 2), sim.sync()),
+        lambda lw, sim: (_cm_replicas(lw, 4), sim.sync()),
+        {(c, n) for c in ("node-capacity", "node-allocatable", "node-labels") for n in ("l4-1", "l4-2")}),
+    "taint-removed": (
+        lambda lw, sim: kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu-"),
+        lambda lw, sim: kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu=present:NoSchedule"),
+        {("node-taints", "h200-1")}),
+    "wrong-product": (
+        lambda lw, sim: (sim.inject("h200-1", "product", "NVIDIA-H100-80GB-HBM3"), sim.sync()),
+        lambda lw, sim: (sim.clear("h200-1"), sim.sync()),
+        {("node-labels", "h200-1")}),
+    "quota-deleted": (
+        lambda lw, sim: kubectl(lw, "delete", "resourcequota", "-n", "inference", "gpucluster-quota"),
+        lambda lw, sim: apply_rendered(lw, [o for o in render(load_spec(LOCAL)).objects()
+                                             if o["kind"] == "ResourceQuota"]),
+        {("tenant-quota", "tenants/inference")}),
+    "class-matches-nothing": (
+        lambda lw, sim: _device_class_expr(lw, "quantity('80G')", "quantity('1000Gi')"),
+        lambda lw, sim: _device_class_expr(lw, "quantity('1000Gi')", "quantity('80G')"),
+        {("deviceclass-matches", "deviceclass/gpu-80gb")}),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_fault_fails_exactly_its_check(deployed, tmp_path, capsys, fault):
+    lw, sim, _ = deployed
+    inject, undo, want = FAULTS[fault]
+    inject(lw, sim)
+    try:
+        code, data = verify(lw, tmp_path, capsys)
+        assert failed(data) == want
+        assert code == 1
+        for r in data["results"]:
+            if (r["check"], r["subject"]) in want:
+                assert r["expected"] != r["actual"]
+    finally:
+        undo(lw, sim)
+    code, data = verify(lw, tmp_path, capsys)
+    assert failed(data) == set() and code == 0, f"undoing {fault} did not restore a passing cluster"
+
+
+def test_node_not_ready(deployed, tmp_path, capsys):
+    import time
+
+    lw, sim, _ = deployed
+    sim.inject("a100-1", "not-ready")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            code, data = verify(lw, tmp_path, capsys)
+            if failed(data):
+                break
+            time.sleep(1)
+        assert failed(data) == {("node-ready", "a100-1")}
+    finally:
+        sim.clear("a100-1")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        code, data = verify(lw, tmp_path, capsys)
+        if not failed(data):
+            break
+        time.sleep(1)
+    assert failed(data) == set()
+
+
+def test_metrics_health_names_node_and_gpu(deployed, tmp_path, capsys):
+    from gpucluster.local.metrics import MetricsServer, devices_for
+
+    lw, _sim, _ = deployed
+    spec = load_spec(LOCAL)
+    with MetricsServer(devices_for(spec)) as server:
+        server.inject_xid("h200-1", 3, 79)
+        server.inject_ecc("l4-2", 1, double_bit=2)
+        report = tmp_path / "m.json"
+        code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig),
+                           "--metrics-url", server.url, "--json", str(report)])
+        capsys.readouterr()
+        data = json.loads(report.read_text())
+    bad = {(r["check"], r["subject"]): r["actual"] for r in data["results"] if r["verdict"] == "fail"}
+    assert set(bad) == {("gpu-xid", "h200-1"), ("gpu-ecc", "l4-2")}
+    assert "GPU 3: XID 79" in bad[("gpu-xid", "h200-1")]
+    assert "GPU 1: 2 DBE" in bad[("gpu-ecc", "l4-2")]
+    assert code == 1
+
+
+def test_unreachable_cluster_is_exit_2(tmp_path, capsys):
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "x",
+                                  "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+                                  "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
+                                  "users": [{"name": "x", "user": {}}]}))
+    code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(kc)])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot reach the API server" in err and "Traceback" not in err
