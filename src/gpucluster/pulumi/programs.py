@@ -43,7 +43,8 @@ def check_platform(p: StackPlan) -> None:
     objs = p.objects()
     ncp = [o for o in objs if o["kind"] == "NicClusterPolicy"]
     if len(ncp) > 1:
-        raise InputError(f"{len(ncp)} NicClusterPolicy objects rendered; the network operator takes exactly one")
+        raise InputError(f"{len(ncp)} NicClusterPolicy objects rendered; the network operator "
+                         "takes exactly one")
     nfd = [s.release.name for srcs in p.releases.values() for s in srcs
            if (s.release.values.get("nfd") or {}).get("enabled")]
     if len(nfd) > 1:
@@ -92,7 +93,8 @@ def tenants(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects]
     return out
 
 
-PROGRAMS: dict[str, Callable[[StackPlan, str | None], dict[str, c.ClusterObjects]]] = {"platform": platform, "tenants": tenants}
+Program = Callable[[StackPlan, str | None], dict[str, c.ClusterObjects]]
+PROGRAMS: dict[str, Program] = {"platform": platform, "tenants": tenants}
 
 
 def from_config() -> None:
@@ -103,7 +105,7 @@ def from_config() -> None:
     """
     cfg = pulumi.Config("gpucluster")
     inventory = Path(cfg.require("inventory")).expanduser()
-    kubeconfig = cfg.get("kubeconfig")
+    kubeconfig = str(Path(cfg.get("kubeconfig")).expanduser()) if cfg.get("kubeconfig") else None
     from gpucluster.pulumi.cluster import discover
 
     facts = discover(kubeconfig, remote_charts=cfg.get_bool("remoteCharts") is not False)

@@ -1,0 +1,206 @@
+"""The Automation API driver: inline programs, a file backend, and no network.
+
+:class:`Engine` finds the Pulumi CLI and the Kubernetes provider (the user's own on PATH first, else
+the toolchain's), keeps stack state under one folder (``file://`` backend) and runs ``up``,
+``preview`` and ``destroy`` of an inline program. Counts come back per stack; a failure comes back as
+:class:`StackFailed` naming the resource the engine reported.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpucluster.errors import GpuclusterError
+from gpucluster.pulumi.objects import PROVIDER_VERSION
+
+#: Oldest CLI whose Automation API runs inline programs without a language host (``--client``).
+MIN_CLI = (3, 181)
+CHANGE_OPS = ("create", "update", "delete", "replace", "create-replacement", "delete-replaced")
+
+
+class StackFailed(GpuclusterError):
+    """A stack operation failed; the message names the stack, the operation and the resource."""
+
+
+@dataclass
+class Counts:
+    """What one stack operation did, by operation (``create``, ``update``, ``delete``, ``same`` …)."""
+
+    stack: str
+    operation: str
+    changes: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> int:
+        return sum(n for op, n in self.changes.items() if op in CHANGE_OPS)
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.changes
+        return {"stack": self.stack, "operation": self.operation, "seconds": round(self.seconds, 2),
+                "created": c.get("create", 0), "updated": c.get("update", 0) + c.get("replace", 0),
+                "deleted": c.get("delete", 0), "same": c.get("same", 0)}
+
+
+def _version_of(cli: str) -> tuple[int, ...]:
+    import subprocess
+
+    try:
+        out = subprocess.run([cli, "version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    parts = out.strip().lstrip("v").split("-")[0].split(".")
+    return tuple(int(p) for p in parts if p.isdigit())
+
+
+def find_binaries() -> tuple[Path, Path | None, bool]:
+    """(pulumi CLI, provider binary or None, whether these are the user's own).
+
+    A user's ``pulumi`` on PATH (new enough) is used with their own plugins; otherwise both come from
+    the toolchain cache (``gpucluster tools install pulumi pulumi-resource-kubernetes``).
+    """
+    from gpucluster.toolchain import path_of
+
+    own = shutil.which("pulumi")
+    if own and _version_of(own)[:2] >= MIN_CLI:
+        provider = shutil.which("pulumi-resource-kubernetes")
+        return Path(own), Path(provider) if provider else None, True
+    return path_of("pulumi"), path_of("pulumi-resource-kubernetes"), False
+
+
+class Engine:
+    """Runs stacks of one environment with state under ``state_dir``."""
+
+    def __init__(self, state_dir: Path, environment: str) -> None:
+        self.dir = state_dir.expanduser().resolve()
+        self.environment = environment
+        self._cmd: Any = None
+        self._env: dict[str, str] | None = None
+
+    # -- setup --------------------------------------------------------------------------------
+    def _passphrase(self) -> str:
+        """The user's PULUMI_CONFIG_PASSPHRASE, else one generated once and kept (0600) in the state dir.
+
+        The stacks hold no secrets (the provider gets a kubeconfig path), but the passphrase secrets
+        provider still needs one to open a stack.
+        """
+        if os.environ.get("PULUMI_CONFIG_PASSPHRASE") is not None:
+            return os.environ["PULUMI_CONFIG_PASSPHRASE"]
+        path = self.dir / "passphrase"
+        if not path.exists():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(24))
+        return path.read_text().strip()
+
+    def setup(self) -> None:
+        """Find the binaries and prepare the backend folder and environment (idempotent)."""
+        if self._cmd is not None:
+            return
+        from pulumi import automation as auto
+
+        cli, provider, own = find_binaries()
+        backend = self.dir / "backend"
+        backend.mkdir(parents=True, exist_ok=True)
+        # PulumiCommand wants <root>/bin/pulumi; a bin folder of links also puts our provider on
+        # PATH, where the engine takes it as an ambient plugin for the version the program asks.
+        bindir = self.dir / "engine" / "bin"
+        bindir.mkdir(parents=True, exist_ok=True)
+        links = {"pulumi": cli}
+        if provider is not None:
+            links["pulumi-resource-kubernetes"] = provider
+        for name, target in links.items():
+            link = bindir / name
+            if not link.is_symlink() or os.readlink(link) != str(target):
+                link.unlink(missing_ok=True)
+                link.symlink_to(target)
+        env = {
+            "PULUMI_BACKEND_URL": backend.as_uri(),
+            "PULUMI_CONFIG_PASSPHRASE": self._passphrase(),
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        if not own:
+            # Our CLI gets its own home, so a user's ~/.pulumi (plugins, credentials) is not touched.
+            env["PULUMI_HOME"] = str(self.dir / "home")
+        self._env = env
+        self._cmd = auto.PulumiCommand(root=str(bindir.parent))
+
+    def _stack(self, name: str, program: Callable[[], Any]) -> Any:
+        from pulumi import automation as auto
+
+        self.setup()
+        assert self._env is not None
+        project = f"gpucluster-{name}"
+        opts = auto.LocalWorkspaceOptions(
+            work_dir=str(self.dir / "work" / name),
+            pulumi_home=self._env.get("PULUMI_HOME"),
+            env_vars=self._env,
+            secrets_provider="passphrase",
+            project_settings=auto.ProjectSettings(
+                name=project, runtime="python",
+                backend=auto.ProjectBackend(url=self._env["PULUMI_BACKEND_URL"]),
+            ),
+            pulumi_command=self._cmd,
+        )
+        (self.dir / "work" / name).mkdir(parents=True, exist_ok=True)
+        return auto.create_or_select_stack(stack_name=self.environment, project_name=project,
+                                           program=program, opts=opts)
+
+    # -- operations ---------------------------------------------------------------------------
+    def run(self, name: str, operation: str, program: Callable[[], Any],
+            on_output: Callable[[str], None] | None = None) -> Counts:
+        """Run ``operation`` (``up``, ``preview`` or ``destroy``) of stack ``name``; return its counts."""
+        import time
+
+        from pulumi import automation as auto
+
+        failed: list[str] = []
+
+        def on_event(event: Any) -> None:
+            diag = getattr(event, "diagnostic_event", None)
+            if diag is not None and diag.severity == "error" and diag.urn:
+                failed.append(f"{diag.urn.split('::')[-1]} ({diag.urn.split('::')[-2].split('$')[-1]}): "
+                              f"{diag.message.strip()[:800]}")
+
+        start = time.monotonic()
+        stack = self._stack(name, program)
+        try:
+            if operation == "up":
+                res = stack.up(on_output=on_output, on_event=on_event, color="never")
+                changes = dict(res.summary.resource_changes or {})
+            elif operation == "preview":
+                res = stack.preview(on_output=on_output, on_event=on_event, color="never")
+                changes = dict(res.change_summary or {})
+            elif operation == "destroy":
+                res = stack.destroy(on_output=on_output, on_event=on_event, color="never")
+                changes = dict(res.summary.resource_changes or {})
+            else:
+                raise ValueError(f"unknown operation {operation!r}")
+        except auto.errors.CommandError as err:
+            where = "; ".join(dict.fromkeys(failed)) or _last_error(str(err))
+            raise StackFailed(f"stack {name}: {operation} failed at {where}. The state is kept in "
+                              f"{self.dir / 'backend'}; fix the cause and run again to continue.") from None
+        return Counts(name, operation, {k: int(v) for k, v in changes.items()}, time.monotonic() - start)
+
+    def outputs(self, name: str, program: Callable[[], Any]) -> dict[str, Any]:
+        """The stack's outputs (``skipped`` …) as plain values."""
+        return {k: v.value for k, v in self._stack(name, program).outputs().items()}
+
+
+def _last_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
+    if lines:
+        return lines[-1][:800]
+    return (text.strip().splitlines()[-1] if text.strip() else "an unknown point")[:800]
+
+
+__all__ = ["PROVIDER_VERSION", "Counts", "Engine", "StackFailed", "find_binaries"]
