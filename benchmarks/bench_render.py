@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gen_spec import write  # noqa: E402
+from gen_spec import write
 
-from gpucluster import bundle, expected  # noqa: E402
-from gpucluster.render import render  # noqa: E402
-from gpucluster.spec import load_spec  # noqa: E402
+from gpucluster import bundle, expected
+from gpucluster.render import render
+from gpucluster.spec import load_spec
 
 
 def main() -> int:

@@ -19,15 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import yaml  # noqa: E402
-from gen_spec import write  # noqa: E402
+import yaml
+from gen_spec import write
 
-from gpucluster.local.simulator import attach  # noqa: E402
-from gpucluster.local.world import World  # noqa: E402
-from gpucluster.render import render  # noqa: E402
-from gpucluster.spec import load_spec  # noqa: E402
-from gpucluster.toolchain import path_of  # noqa: E402
-from gpucluster.verify import cluster, snapshot  # noqa: E402
+from gpucluster.local.simulator import attach
+from gpucluster.local.world import World
+from gpucluster.render import render
+from gpucluster.spec import load_spec
+from gpucluster.toolchain import path_of
+from gpucluster.verify import cluster, snapshot
 
 
 def raw_lists(kubeconfig: str) -> float:
@@ -65,8 +65,8 @@ def main() -> int:
                            text=True, check=True, capture_output=True)
             sim = attach(world, spec)
             sim.close()
-            print(f"cluster: {args.nodes} simulated nodes, "
-                  f"{sum(p.gpu.count * len(p.hosts) for p in spec.gpu_pools)} GPUs, built in {time.perf_counter() - t0:.1f}s")
+            gpus = sum(p.gpu.count * len(p.hosts) for p in spec.gpu_pools if p.gpu)
+            print(f"cluster: {args.nodes} simulated nodes, {gpus} GPUs, built in {time.perf_counter() - t0:.1f}s")
             raw, full = [], []
             for _ in range(args.repeat):
                 raw.append(raw_lists(kc))

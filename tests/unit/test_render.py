@@ -73,7 +73,8 @@ def test_mps_pool_uses_mps_section(local):
     spec = local.model_copy(deep=True)
     pool(spec, "l4-infer").sharing.mode = "mps"
     cfg = gpu_operator.device_plugin_config(spec)["l4-infer"]
-    assert cfg["sharing"] == {"mps": {"renameByDefault": False, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
+    want = {"renameByDefault": False, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}
+    assert cfg["sharing"] == {"mps": want}
 
 
 def test_l4_time_sliced_host_expects_16_gpus(local):
@@ -129,7 +130,8 @@ def test_gpu_operator_values(local, lab):
     v = gpu_operator.values(local)
     assert v["devicePlugin"]["config"] == {"name": gpu_operator.DEVICE_PLUGIN_CONFIGMAP, "default": "default",
                                            "create": False}
-    assert v["migManager"] == {"enabled": True, "config": {"name": gpu_operator.MIG_CONFIGMAP, "default": "all-disabled"}}
+    mig_config = {"name": gpu_operator.MIG_CONFIGMAP, "default": "all-disabled"}
+    assert v["migManager"] == {"enabled": True, "config": mig_config}
     assert v["mig"]["strategy"] == "mixed" and v["cdi"]["enabled"] is True
     assert v["dcgmExporter"]["config"]["name"] == monitoring.DCGM_CONFIGMAP
     host = lab.model_copy(deep=True)
@@ -175,12 +177,13 @@ def test_tenant_objects(local):
     objs = tenants.objects(local)
     ns = by_kind(objs, "Namespace", "ml-research")[0]
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    q = [o for o in by_kind(objs, "ResourceQuota") if o["metadata"]["namespace"] == "ml-research"][0]
+    q = next(o for o in by_kind(objs, "ResourceQuota") if o["metadata"]["namespace"] == "ml-research")
     hard = q["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == "16" and hard["limits.nvidia.com/gpu"] == "16"
     assert hard["gpu-80gb.deviceclass.resource.k8s.io/devices"] == "8"
     assert hard["requests.memory"] == "2Ti"
-    roles = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Role" and o["metadata"]["namespace"] == "inference"}
+    roles = {o["metadata"]["name"]: o for o in objs
+             if o["kind"] == "Role" and o["metadata"]["namespace"] == "inference"}
     # least privilege: nobody in the tenant may edit quotas, limit ranges, policies or RBAC
     for role in roles.values():
         for rule in role["rules"]:

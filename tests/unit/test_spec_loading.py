@@ -46,12 +46,12 @@ def test_bad_file_gives_one_clear_error_fast(write_spec, name):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(InputError, match="no such file.*-i inventories/local"):
+    with pytest.raises(InputError, match=r"no such file.*-i inventories/local"):
         load_spec(tmp_path / "nope")
 
 
 def test_missing_cluster_yaml_in_folder(tmp_path):
-    with pytest.raises(InputError, match="cluster.yaml: no such file"):
+    with pytest.raises(InputError, match=r"cluster\.yaml: no such file"):
         load_spec(tmp_path)
 
 

@@ -182,7 +182,8 @@ def test_cel_subset():
     prog = cel.compile_expr("device.driver == 'gpu.nvidia.com' && "
                             "device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('h100') && "
                             "device.attributes['gpu.nvidia.com'].cudaComputeCapability.compareTo(semver('9.0.0')) >= 0")
-    dev = {"attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}, "cudaComputeCapability": {"version": "9.0.0"}}}
+    dev = {"attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"},
+                          "cudaComputeCapability": {"version": "9.0.0"}}}
     assert cel.matches(prog, "gpu.nvidia.com", dev)
     dev["attributes"]["cudaComputeCapability"] = {"version": "8.9.0"}
     assert not cel.matches(prog, "gpu.nvidia.com", dev)

@@ -85,9 +85,11 @@ def markdown() -> str:
             desc = (f.description or "").replace("|", "\\|")
             lines.append(f"| `{f.alias or name}` | {_type_name(f.annotation)} | {_default(f)} | {desc} |")
         lines.append("")
-    lines += ["## GPU catalog", "", "| model | product | memory (MiB) | architecture | CC | MIG profiles (max per GPU) |",
+    header = "| model | product | memory (MiB) | architecture | CC | MIG profiles (max per GPU) |"
+    lines += ["## GPU catalog", "", header,
               "|---|---|---|---|---|---|"]
     for key, m in catalog.catalog().items():
         migs = ", ".join(f"{p.name} ({p.max})" for p in m.mig.profiles.values()) if m.mig else "—"
-        lines.append(f"| `{key}` | {m.product_name} | {m.memory_mib} | {m.architecture} | {m.compute_capability} | {migs} |")
+        lines.append(f"| `{key}` | {m.product_name} | {m.memory_mib} | {m.architecture} "
+                     f"| {m.compute_capability} | {migs} |")
     return "\n".join(lines) + "\n"

@@ -102,7 +102,8 @@ def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
                 c.error(f"{base}.sharing.mode", f"{sharing.mode.value} is configured for the device plugin, "
                         "not for DRA pools", "share DRA GPUs through claims, or serve the pool with the device plugin")
         elif sharing.replicas is not None:
-            c.error(f"{base}.sharing.replicas", f"replicas is only used with time-slicing or mps, not {sharing.mode.value}",
+            c.error(f"{base}.sharing.replicas",
+                    f"replicas is only used with time-slicing or mps, not {sharing.mode.value}",
                     "remove replicas")
         if sharing.mode is SharingMode.mig:
             _mig_pool(spec, c, base, pool, model)
@@ -123,7 +124,8 @@ def _mig_pool(spec: ClusterSpec, c: _Collector, base: str, pool, model) -> None:
         return
     mig = pool.sharing.mig
     if mig is None or (mig.layout is None and mig.profiles is None):
-        c.error(f"{base}.sharing.mig", "MIG pools need a layout", 'set mig.layout: all-1g.10gb or mig.profiles: {"1g.10gb": 7}')
+        c.error(f"{base}.sharing.mig", "MIG pools need a layout",
+                'set mig.layout: all-1g.10gb or mig.profiles: {"1g.10gb": 7}')
         return
     if mig.layout is not None and mig.profiles is not None:
         c.error(f"{base}.sharing.mig", "set either layout or profiles, not both")
@@ -145,7 +147,7 @@ def _kubernetes(spec: ClusterSpec, c: _Collector) -> None:
     uses_dra = spec.dra.enabled and (any(p.dra for p in spec.node_pools) or spec.dra.device_classes)
     if uses_dra and k.minor < (1, MIN_DRA_MINOR):
         c.error("kubernetes.version", f"DRA needs Kubernetes >= 1.{MIN_DRA_MINOR} (resource.k8s.io/v1); "
-                f"got {k.version}", f"raise kubernetes.version or set dra.enabled: false")
+                f"got {k.version}", "raise kubernetes.version or set dra.enabled: false")
     if uses_dra and k.feature_gates.get("DynamicResourceAllocation") is False:
         c.error("kubernetes.featureGates.DynamicResourceAllocation", "DRA pools need this gate on",
                 "remove the override")

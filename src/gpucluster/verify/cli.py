@@ -31,7 +31,8 @@ def _kubeconfig(spec_env: str, given: str | None) -> str | None:
 @click.command()
 @click.option("-i", "--inventory", type=click.Path(path_type=Path), default=None,
               help="Inventory folder (default: inventories/local).")
-@click.option("--kubeconfig", default=None, help="Kubeconfig of the cluster (default: the local world's, or $KUBECONFIG).")
+@click.option("--kubeconfig", default=None,
+              help="Kubeconfig of the cluster (default: the local world's, or $KUBECONFIG).")
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--hosts", "host_mode", type=click.Choice(["none", "ssh", "podman", "local"]), default="none",
               show_default=True, help="Also run host checks through testinfra, connecting this way.")

@@ -202,7 +202,8 @@ def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
     for pc in spec.scheduling.priority_classes:
         got = have.get(pc.name)
         actual = f"value={got.get('value')} {got.get('preemptionPolicy', 'PreemptLowerPriority')}" if got else "missing"
-        yield compare("priority-classes", f"priorityclass/{pc.name}", f"value={pc.value} {pc.preemption_policy}", actual)
+        want = f"value={pc.value} {pc.preemption_policy}"
+        yield compare("priority-classes", f"priorityclass/{pc.name}", want, actual)
 
 
 def pin_checks(spec: ClusterSpec) -> Iterator[Result]:

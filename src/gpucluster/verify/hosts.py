@@ -50,7 +50,8 @@ def host_checks(spec: ClusterSpec, host: Host, h: Any) -> Iterator[Result]:
         return
     rc, _ = _run(h, "grep -qw '^nouveau' /proc/modules")
     yield compare("host-nouveau", name, "nouveau not loaded", "nouveau loaded" if rc == 0 else "nouveau not loaded")
-    rc, runtime = _run(h, "grep -rhoE 'nvidia-container-runtime|enable_cdi *= *true' /etc/containerd 2>/dev/null | sort -u")
+    pattern = "'nvidia-container-runtime|enable_cdi *= *true'"
+    rc, runtime = _run(h, f"grep -rhoE {pattern} /etc/containerd 2>/dev/null | sort -u")
     found = set(runtime.splitlines())
     want = {"nvidia-container-runtime", "enable_cdi = true"}
     yield compare("host-containerd", name, sorted(want), sorted({f.replace("  ", " ") for f in found}) or "(none)")
@@ -61,8 +62,8 @@ def host_checks(spec: ClusterSpec, host: Host, h: Any) -> Iterator[Result]:
         rc, out = _run(h, "nvidia-smi --query-gpu=name --format=csv,noheader")
         names = [line.strip() for line in out.splitlines() if line.strip()]
         model = catalog.get(gpu.model)
-        yield compare("host-nvidia-smi", name, f"{gpu.count}x {model.product_name}",
-                      f"{len(names)}x {', '.join(sorted(set(names))) or '?'}" if rc == 0 else f"nvidia-smi failed: {out}")
+        seen = f"{len(names)}x {', '.join(sorted(set(names))) or '?'}" if rc == 0 else f"nvidia-smi failed: {out}"
+        yield compare("host-nvidia-smi", name, f"{gpu.count}x {model.product_name}", seen)
         rc, _ = _run(h, "grep -qw '^nvidia' /proc/modules")
         yield compare("host-nvidia-module", name, "loaded", "loaded" if rc == 0 else "not loaded")
     rc, _ = _run(h, "command -v kubelet")
