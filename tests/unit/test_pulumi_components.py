@@ -182,3 +182,37 @@ def test_local_chart_release_passes_values_and_no_repository():
     assert "repositoryOpts" not in rel.inputs
     rendered = {r.name: r for r in render(load_spec(REPO / "inventories" / "lab")).releases}
     assert rel.inputs["values"] == rendered["volcano"].values
+
+
+# -- the flow's user-facing errors, offline ---------------------------------------------------------
+
+
+def test_up_with_a_missing_inventory_names_the_phase_and_exits_2(tmp_path):
+    from click.testing import CliRunner
+
+    from gpucluster.cli import main
+
+    res = CliRunner().invoke(main, ["up", "-i", str(tmp_path / "nope"), "--state-dir", str(tmp_path)])
+    # main() raises; the console entrypoint prints the message and exits with exit_code.
+    assert getattr(res.exception, "exit_code", None) == 2
+    assert "phase 'validate' failed" in str(res.exception) and "cluster.yaml" in str(res.exception)
+
+
+def test_engine_without_binaries_says_how_to_build_them(tmp_path, monkeypatch):
+    from gpucluster.pulumi.engine import Engine
+    from gpucluster.toolchain import ToolMissing
+
+    monkeypatch.setenv("GPUCLUSTER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pulumi of the user's either
+    with pytest.raises(ToolMissing, match="gpucluster tools install pulumi"):
+        Engine(tmp_path / "state", "lab").setup()
+
+
+def test_down_with_no_local_world_running_only_drops_stale_state(tmp_path):
+    from gpucluster.flow import run_down
+
+    state = tmp_path / "stacks"
+    (state / "backend").mkdir(parents=True)
+    report = run_down(REPO / "inventories" / "local", state_dir=state, world_dir=tmp_path / "world", quiet=True)
+    assert not state.exists() and not report.stacks
+    assert "nothing to destroy" in report.notes[0]
