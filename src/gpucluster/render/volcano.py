@@ -1,8 +1,13 @@
 """Volcano: scheduler configuration (Helm values), a Queue per tenant, and the PriorityClasses.
 
 The actions are ``enqueue, allocate, backfill`` plus ``preempt``/``reclaim`` where the spec asks.
-``proportion`` shares the cluster by queue weight; ``capacity`` would be a second, conflicting
-share model, so it is never enabled alongside it.
+``proportion`` shares the cluster by queue weight (capped by each queue's ``capability``);
+``capacity`` would be a second, conflicting share model, so it is never enabled alongside it.
+
+Chart value keys (volcano chart 1.15): ``custom.scheduler_config_override`` replaces the whole
+``volcano-scheduler.conf`` of the scheduler ConfigMap, ``custom.scheduler_feature_gates`` becomes
+the scheduler's ``--feature-gates``. :func:`scheduler_conf` is also what the local world's
+``vc-scheduler`` reads (``gpucluster.local.volcano``), so the tests exercise this very text.
 """
 
 from __future__ import annotations
@@ -13,9 +18,19 @@ from gpucluster.render.common import Obj, obj
 from gpucluster.spec.model import ClusterSpec, Tenant
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
+#: The scheduler name pods and Volcano Jobs carry in ``spec.schedulerName``.
+SCHEDULER_NAME = "volcano"
+#: Scheduler feature gate that makes vc-scheduler track ResourceClaims/ResourceSlices.
+DRA_FEATURE_GATE = "DynamicResourceAllocation=true"
+
+
+def uses_dra(spec: ClusterSpec) -> bool:
+    """True when some pool is served by the DRA GPU driver (the scheduler must allocate claims)."""
+    return spec.dra.enabled and any(p.uses_dra for p in spec.node_pools)
 
 
 def actions(spec: ClusterSpec) -> list[str]:
+    """Scheduler actions in execution order for one scheduling cycle."""
     v = spec.scheduling.volcano
     out = ["enqueue", "allocate"]
     if v.preempt:
@@ -27,9 +42,18 @@ def actions(spec: ClusterSpec) -> list[str]:
 
 
 def scheduler_conf(spec: ClusterSpec) -> dict:
-    dra = spec.dra.enabled and any(p.uses_dra for p in spec.node_pools)
+    """The ``volcano-scheduler.conf`` document as data.
+
+    Tier 1 decides order and victims: ``priority`` (PriorityClass value orders jobs and limits
+    preemption to lower-priority jobs), ``gang`` (a job runs only when ``minAvailable`` pods fit),
+    ``conformance`` (never evicts system-critical pods). Gang's own preemptable vote is off so a
+    single-pod batch job can still be preempted by online inference; training is protected by
+    priority (batch cannot preempt it) and by its PriorityClass never preempting (no eviction loop).
+    Tier 2 decides placement and shares: ``drf``, ``predicates`` (with DRA where pools use it),
+    ``proportion`` (queue weights, capability), ``nodeorder``, ``binpack``.
+    """
     predicates: dict = {"name": "predicates"}
-    if dra:
+    if uses_dra(spec):
         predicates["arguments"] = {"predicate.DynamicResourceAllocationEnable": True}
     return {
         "actions": ", ".join(actions(spec)),
@@ -42,23 +66,33 @@ def scheduler_conf(spec: ClusterSpec) -> dict:
     }
 
 
+def scheduler_conf_text(spec: ClusterSpec) -> str:
+    """:func:`scheduler_conf` serialized as the scheduler reads it (YAML)."""
+    return yaml.safe_dump(scheduler_conf(spec), sort_keys=False)
+
+
+def feature_gates(spec: ClusterSpec) -> str:
+    """The scheduler's ``--feature-gates`` value ("" when none are needed)."""
+    return DRA_FEATURE_GATE if uses_dra(spec) else ""
+
+
 def values(spec: ClusterSpec) -> dict:
-    dra = spec.dra.enabled and any(p.uses_dra for p in spec.node_pools)
-    v: dict = {
-        "basic": {"scheduler_config_file": "volcano-scheduler.conf"},
-        "custom": {"scheduler_config_override": yaml.safe_dump(scheduler_conf(spec), sort_keys=False)},
-    }
-    if dra:
-        v["custom"]["scheduler_feature_gates"] = "DynamicResourceAllocation=true"
-    return v
+    """Helm values for the volcano chart (only keys we set; chart defaults cover the rest)."""
+    custom: dict = {"scheduler_config_override": scheduler_conf_text(spec)}
+    gates = feature_gates(spec)
+    if gates:
+        custom["scheduler_feature_gates"] = gates
+    return {"custom": custom}
 
 
 def queue_capability(tenant: Tenant) -> int:
+    """GPUs the tenant's queue may hold at once (defaults to the namespace GPU quota)."""
     cap = tenant.queue.capability_gpus
     return tenant.quota.gpus if cap is None else cap
 
 
 def queue(tenant: Tenant) -> Obj:
+    """The tenant's Queue: weight for proportion, capability cap, optional guarantee."""
     spec: dict = {
         "weight": tenant.queue.weight,
         "reclaimable": tenant.queue.reclaimable,
@@ -74,6 +108,7 @@ def queue(tenant: Tenant) -> Obj:
 
 
 def priority_classes(spec: ClusterSpec) -> list[Obj]:
+    """One PriorityClass per spec entry (value and preemption policy from the spec)."""
     out = []
     for p in spec.scheduling.priority_classes:
         o = obj("scheduling.k8s.io/v1", "PriorityClass", p.name, value=p.value, globalDefault=False,
@@ -85,6 +120,7 @@ def priority_classes(spec: ClusterSpec) -> list[Obj]:
 
 
 def objects(spec: ClusterSpec) -> list[Obj]:
+    """PriorityClasses always; Queues when Volcano is enabled."""
     out = priority_classes(spec)
     if spec.scheduling.volcano.enabled:
         out += [queue(t) for t in spec.tenants]
