@@ -146,6 +146,37 @@ _ALL: list[Tool] = [
         ldflags=("-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=4.25.0",),
         version_args=(),
     ),
+    # Volcano (issue 7): v1.14.1, not v1.15.1: no volcano.sh/apis that v1.15.1 compiles against is
+    # served (see tools/volcano/go.mod); v1.14.1 builds against the published apis v1.14.0.
+    # Both binaries come from one wrapper module, so they share one compile.
+    Tool(
+        name="vc-scheduler",
+        version="v1.14.1",
+        module="volcano",
+        package="volcano.sh/volcano/cmd/scheduler",
+        ldflags=("-X volcano.sh/volcano/pkg/version.Version=v1.14.1",),
+        version_text="Version: v1.14.1\n",
+    ),
+    Tool(
+        name="vc-controller-manager",
+        version="v1.14.1",
+        module="volcano",
+        package="volcano.sh/volcano/cmd/controller-manager",
+        ldflags=("-X volcano.sh/volcano/pkg/version.Version=v1.14.1",),
+        version_text="Version: v1.14.1\n",
+    ),
+    # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds). Optional until
+    # generate_crds reads the tool's own module and packages (it only knows tools/crds today);
+    # gpucluster.local.volcano generates them itself meanwhile.
+    Tool(
+        name="volcano-crds",
+        version="apis-v1.14.0_cg-v0.20.0",
+        module="volcano-crds",
+        kind="crds",
+        needs=("controller-gen",),
+        version_args=(),
+        optional=True,
+    ),
 ]
 
 #: Every known tool by name, in build order.
