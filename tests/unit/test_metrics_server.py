@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.local.metrics import KNOBS, MetricsServer, Sample, devices_for, parse, scrape
+from gpucluster.local.metrics import KNOBS, MetricsServer, Sample, devices_for, faults, parse, scrape
 from gpucluster.render import monitoring
 from gpucluster.spec import load_spec
 
@@ -71,6 +71,10 @@ def test_injected_xid_and_ecc_show_on_that_node_and_gpu_only(server):
     dbe = {(s.labels["node"], s.labels["gpu"]): s.value for s in samples if s.name == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"}
     assert dbe == {("node-a", "0"): 3, ("node-a", "1"): 0, ("node-b", "0"): 0, ("node-b", "1"): 0}
     assert _value(samples, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "node-a", 0) == 5
+    # The health reading names exactly those two GPUs; single-bit errors are not a fault.
+    assert [str(f) for f in faults(samples)] == ["node-a GPU 0 (GPU-a0): 3 double-bit ECC errors",
+                                                 "node-b GPU 1 (GPU-b1): XID 79"]
+    assert faults(scrape(server.url + "?node=node-a"))[0].node == "node-a"
 
 
 def test_pod_attribution_labels_appear_while_a_pod_holds_the_gpu(server):
@@ -80,6 +84,12 @@ def test_pod_attribution_labels_appear_while_a_pod_holds_the_gpu(server):
         [("ml-research", "train-0", "node-a", "0")]
     server.set("node-a", 0, namespace="", pod="", container="")
     assert not [s for s in scrape(server.url) if s.labels.get("pod")]
+
+
+def test_a_healthy_fleet_has_no_faults(server):
+    server.set("node-a", 0, utilization=100, temperature=90)
+    server.inject_ecc("node-b", 0, double_bit=0, single_bit=12)
+    assert faults(scrape(server.url)) == []
 
 
 def test_per_node_endpoint_serves_one_node(server):

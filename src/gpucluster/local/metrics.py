@@ -233,6 +233,33 @@ def scrape(url: str, timeout: float = 10.0) -> list[Sample]:
         return parse(resp.read().decode())
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A GPU health problem seen in one scrape, naming the node and GPU."""
+
+    node: str
+    gpu: str
+    uuid: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.node} GPU {self.gpu} ({self.uuid}): {self.reason}"
+
+
+def faults(samples: Sequence[Sample]) -> list[Fault]:
+    """Health problems in a scrape: a non-zero XID, any double-bit ECC error, a failed row remap.
+
+    These are the conditions of the critical alerts, read from one scrape so that a check can run
+    without Prometheus (verification reads the simulator or a node's exporter directly).
+    """
+    checks = {"DCGM_FI_DEV_XID_ERRORS": "XID {v:g}", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "{v:g} double-bit ECC errors",
+              "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row remapping failed"}
+    out = [Fault(s.labels.get("node", s.labels.get("Hostname", "?")), s.labels.get("gpu", "?"),
+                 s.labels.get("UUID", "?"), checks[s.name].format(v=s.value))
+           for s in samples if s.name in checks and s.value != 0]
+    return sorted(out, key=lambda f: (f.node, f.gpu, f.reason))
+
+
 def devices_for(spec: Any) -> dict[str, list[dict[str, Any]]]:
     """Node → simulated GPU list for every GPU host of a spec (UUIDs as the DRA simulator makes them)."""
     from gpucluster import catalog, expected
