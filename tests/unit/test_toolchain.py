@@ -26,7 +26,8 @@ for a in "$@"; do
 done
 for p in $pkgs; do
   case "$p" in *\\ *|*=*) continue ;; esac
-  b="$out/$(basename "$p")"; printf '#!/bin/sh\\necho fake\\n' > "$b"; chmod +x "$b"
+  n=$(basename "$p"); case "$n" in v[2-9]*|v[1-9][0-9]*) n=$(basename "$(dirname "$p")") ;; esac
+  b="$out/$n"; printf '#!/bin/sh\\necho fake\\n' > "$b"; chmod +x "$b"
 done
 """
 
@@ -189,3 +190,15 @@ def test_k8smod_finds_staging_replaces_and_writes_wrapper() -> None:
     text = k8smod.wrapper_gomod("v1.36.3", mods, "go 1.26.0")
     assert "\tk8s.io/api => k8s.io/api v0.36.3\n" in text
     assert "\tk8s.io/kubernetes/cmd/kube-apiserver\n" in text
+
+
+@pytest.mark.parametrize(
+    ("package", "name"),
+    [
+        ("k8s.io/kubernetes/cmd/kubectl", "kubectl"),
+        ("go.etcd.io/etcd/server/v3", "server"),  # major-version suffix is skipped, like `go build`
+        ("example.com/tool/v1", "v1"),  # v1 is not a major-version suffix
+    ],
+)
+def test_default_binary_name(package: str, name: str) -> None:
+    assert gobuild.default_binary_name(package) == name

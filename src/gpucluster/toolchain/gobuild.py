@@ -110,9 +110,17 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
     cmd += [t.package for t in tools]
     _run_logged(cmd, module_dir, log, ", ".join(t.name for t in tools), progress)
     for tool in tools:
-        built = out_dir / Path(tool.package).name
+        built = out_dir / default_binary_name(tool.package)
         if built.name != tool.binary:
             built.rename(out_dir / tool.binary)
+
+
+def default_binary_name(package: str) -> str:
+    """The file name ``go build -o DIR/`` gives a main package (``.../server/v3`` → ``server``)."""
+    parts = package.split("/")
+    if len(parts) > 1 and re.fullmatch(r"v[2-9]\d*|v[1-9]\d+", parts[-1]):
+        return parts[-2]
+    return parts[-1]
 
 
 def generate_crds(controller_gen: Path, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
