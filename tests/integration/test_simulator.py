@@ -19,7 +19,7 @@ import yaml
 from click.testing import CliRunner
 from kubernetes.utils import parse_quantity
 
-from gpucluster import expected
+from gpucluster import catalog, expected
 from gpucluster.local import simulator_cli
 from gpucluster.local.simulator import Simulator, attach, slice_name
 from gpucluster.local.simulator_agents import SIMULATED
@@ -118,16 +118,12 @@ def sim(lw: LocalWorld, spec: ClusterSpec) -> Iterator[Simulator]:
 # -- the nodes the spec implies -----------------------------------------------------------------
 
 
-def test_every_host_is_a_ready_simulated_node_as_expected(
-    lw: LocalWorld, spec: ClusterSpec, sim: Simulator
-) -> None:
+def test_every_host_is_a_ready_simulated_node_as_expected(lw: LocalWorld, spec: ClusterSpec, sim: Simulator) -> None:
     states = expected.host_states(spec)
 
     def all_ready():  # type: ignore[no-untyped-def]
         nodes = {n["metadata"]["name"]: n for n in get(lw, "nodes")["items"]}
-        return (
-            nodes if set(nodes) == set(states) and all(ready(n) == "True" for n in nodes.values()) else None
-        )
+        return nodes if set(nodes) == set(states) and all(ready(n) == "True" for n in nodes.values()) else None
 
     nodes = wait_for("every host Ready", all_ready)
     for name, state in states.items():
@@ -159,7 +155,9 @@ def test_dra_nodes_publish_resource_slices(lw: LocalWorld, spec: ClusterSpec, si
         assert [d["attributes"]["uuid"]["string"] for d in devices] == [d.uuid for d in states[host].devices]
         memory = [int(parse_quantity(d["capacity"]["memory"]["value"])) for d in devices]
         assert memory == [d.memory_bytes for d in states[host].devices]
-        assert devices[0]["attributes"]["cudaComputeCapability"] == {"version": "9.0.0"}
+        model = catalog.get(states[host].gpu_model)
+        assert devices[0]["attributes"]["cudaComputeCapability"] == {"version": f"{model.compute_capability}.0"}
+        assert devices[0]["attributes"]["productName"] == {"string": model.product_name}
 
 
 def test_second_sync_writes_nothing(sim: Simulator) -> None:
@@ -285,8 +283,6 @@ def test_background_loop_follows_the_configmap(lw: LocalWorld, spec: ClusterSpec
     finally:
         assert simulator_cli.stop_spawned(lw.state_dir)
         set_replicas(lw, spec, 4)
-    assert (
-        not Path(f"/proc/{pid}").exists() or b"simulator_cli" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    )
+    assert not Path(f"/proc/{pid}").exists() or b"simulator_cli" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     log = (lw.state_dir / "logs" / simulator_cli.LOG_FILE).read_text()
     assert "SIMULATED" in log
