@@ -156,9 +156,7 @@ def test_kwok_node_becomes_ready_and_keeps_its_capacity(lw: LocalWorld) -> None:
             "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
         }
     }
-    kubectl(
-        lw, "patch", "node", "gpu-node-0", "--subresource=status", "--type=merge", "-p", json.dumps(status)
-    )
+    kubectl(lw, "patch", "node", "gpu-node-0", "--subresource=status", "--type=merge", "-p", json.dumps(status))
     wait_for("node gpu-node-0 Ready", lambda: node_ready(lw, "gpu-node-0"))
     alloc = json.loads(kubectl(lw, "get", "node", "gpu-node-0", "-o", "jsonpath={.status.allocatable}"))
     assert alloc["nvidia.com/gpu"] == "8"
@@ -261,7 +259,7 @@ def test_missing_binaries_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("PATH", "/nonexistent")
     result = CliRunner().invoke(local_cli.local, ["up", "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 1
-    assert "missing binaries: etcd, kube-apiserver" in result.output
+    assert "missing binaries: etcd, kube-apiserver" in result.output and "kubectl, crds." in result.output
     assert "gpucluster tools install" in result.output and "Traceback" not in result.output
 
 
@@ -308,9 +306,7 @@ def test_stale_state_never_kills_a_reused_pid(tmp_path: Path) -> None:
 def test_leftovers_are_found_by_command_line(tmp_path: Path) -> None:
     fake = tmp_path / "etcd"
     fake.symlink_to(sys.executable)
-    proc = subprocess.Popen(
-        [str(fake), "-c", "import time; time.sleep(60)", f"--data-dir={tmp_path}/etcd-data"]
-    )
+    proc = subprocess.Popen([str(fake), "-c", "import time; time.sleep(60)", f"--data-dir={tmp_path}/etcd-data"])
     try:
         wait_for("fake etcd", lambda: proc.pid in find_leftovers(tmp_path, {"etcd"}), timeout=10)
         assert World(tmp_path).down(force=True) == [f"pid {proc.pid}"]

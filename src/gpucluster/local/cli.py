@@ -8,7 +8,6 @@ import click
 
 from gpucluster.local.state import default_state_dir
 from gpucluster.local.world import World
-from gpucluster.toolchain import path_of
 from gpucluster.toolchain.cli import user_errors
 
 _state_dir = click.option(
@@ -38,15 +37,9 @@ def local() -> None:
 
 @local.command("up")
 @_state_dir
-@click.option(
-    "-i", "--inventory", type=click.Path(path_type=Path), default=None, help="Inventory to simulate."
-)
-@click.option(
-    "--apiserver-port", type=click.IntRange(1, 65535), default=None, help="Pin the API server port."
-)
-@click.option(
-    "--timeout", type=float, default=90.0, show_default=True, help="Seconds each component may take."
-)
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), default=None, help="Inventory to simulate.")
+@click.option("--apiserver-port", type=click.IntRange(1, 65535), default=None, help="Pin the API server port.")
+@click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds each component may take.")
 @click.option("--no-crds", is_flag=True, help="Skip installing the operators' CRDs.")
 def up(
     state_dir: Path | None, inventory: Path | None, apiserver_port: int | None, timeout: float, no_crds: bool
@@ -54,10 +47,8 @@ def up(
     """Start the control plane on 127.0.0.1 (or confirm it already runs)."""
     ports = {"kube-apiserver": apiserver_port} if apiserver_port else {}
     with user_errors():
-        if not no_crds:  # fail before starting anything rather than after
-            path_of("kubectl"), path_of("crds")
         world = World(state_dir, ports=ports, timeout=timeout, say=_say)
-        result = world.up()
+        result = world.up(extra_tools=() if no_crds else ("kubectl", "crds"))
         if result.already_running:
             click.echo(f"already running and healthy (state: {world.dir}); nothing changed")
         else:

@@ -33,14 +33,11 @@ def require_free(port: int, what: str) -> None:
         except OSError as err:
             reason = "is in use" if err.errno == errno.EADDRINUSE else f"cannot be bound ({err.strerror})"
             raise LocalWorldError(
-                f"port {port} for {what} {reason} on {HOST}; pick another port or leave it unset "
-                "to get a free one"
+                f"port {port} for {what} {reason} on {HOST}; pick another port or leave it unset to get a free one"
             ) from None
 
 
-def spawn(
-    name: str, binary: Path, args: list[str], log: Path, health_url: str = "", port: int = 0
-) -> Component:
+def spawn(name: str, binary: Path, args: list[str], log: Path, health_url: str = "", port: int = 0) -> Component:
     """Start ``binary args`` detached (own session, output to ``log``) and describe it."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as fh:
@@ -75,16 +72,16 @@ def reap(pid: int) -> None:
 
 
 def _gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs.
+
+    For a child of ours that means reaped: /proc shows a Go process as ``Z`` as soon as its main
+    thread ends, while other threads are still exiting (and it still holds its ports).
+    """
     try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)  # reap when it is our child
-        if waited == pid:
-            return True
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        return waited == pid
     except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
+        pass  # not our child (started by an earlier `up`): its parent reaps it
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
     except (OSError, IndexError):
@@ -150,9 +147,7 @@ def wait_healthy(comp: Component, ca: Path, cert: Path, key: Path, state_dir: Pa
     last = "no answer yet"
     while time.monotonic() < deadline:
         if not comp.cmdline_matches(state_dir) or comp.is_zombie():
-            raise LocalWorldError(
-                f"{comp.name} exited during start-up; see its log: {comp.log}\n{tail(comp.log)}"
-            )
+            raise LocalWorldError(f"{comp.name} exited during start-up; see its log: {comp.log}\n{tail(comp.log)}")
         ok, last = probe(comp.health_url, ctx)
         if ok:
             return

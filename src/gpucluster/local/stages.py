@@ -33,9 +33,7 @@ def _expr(key: str, operator: str, *values: str) -> dict[str, Any]:
     return out
 
 
-def _stage(
-    name: str, kind: str, exprs: list[dict[str, Any]], nxt: dict[str, Any], **extra: Any
-) -> dict[str, Any]:
+def _stage(name: str, kind: str, exprs: list[dict[str, Any]], nxt: dict[str, Any], **extra: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "resourceRef": {"apiGroup": "v1", "kind": kind},
         "selector": {"matchExpressions": exprs},
@@ -148,9 +146,7 @@ def stages() -> list[dict[str, Any]]:
         _expr(".status.phase", "In", "Pending"),
     ]
     return [
-        _stage(
-            "gpucluster-node-ready", "Node", not_ready, {"statusTemplate": _conditions(True) + _NODE_STATUS}
-        ),
+        _stage("gpucluster-node-ready", "Node", not_ready, {"statusTemplate": _conditions(True) + _NODE_STATUS}),
         # With node leases on, status heart-beats are rare (like a kubelet's 5-minute report).
         _stage(
             "gpucluster-node-heartbeat",
@@ -162,22 +158,34 @@ def stages() -> list[dict[str, Any]]:
         ),
         _stage("gpucluster-node-not-ready", "Node", faulty, {"statusTemplate": _conditions(False)}),
         _stage("gpucluster-pod-running", "Pod", pod_pending, {"statusTemplate": _POD_RUNNING}),
-        _stage(
-            "gpucluster-pod-delete", "Pod", [_expr(".metadata.deletionTimestamp", "Exists")], {"delete": True}
-        ),
+        _stage("gpucluster-pod-delete", "Pod", [_expr(".metadata.deletionTimestamp", "Exists")], {"delete": True}),
     ]
 
 
 def kwok_configuration(pod_cidr: str) -> dict[str, Any]:
-    """kwok's own options: loopback only, a pod IP range, leases for node liveness."""
+    """kwok's own options: a pod IP range, node leases for liveness, no profiling handlers.
+
+    kwok v0.8.0 applies its defaults only when no KwokConfiguration is given, so every option it
+    needs is spelled out (a zero parallelism makes it exit).
+    """
     return {
         "apiVersion": CONFIG_API,
         "kind": "KwokConfiguration",
         "options": {
             "cidr": pod_cidr,
             "nodeIP": "10.255.0.1",
+            "manageAllNodes": False,
             "manageNodesWithAnnotationSelector": MANAGE_SELECTOR,
             "nodeLeaseDurationSeconds": 40,
+            "nodeLeaseParallelism": 8,
+            "nodePlayStageParallelism": 8,
+            "podPlayStageParallelism": 8,
+            "podsOnNodeSyncParallelism": 2,
+            "enablePodsOnNodeSyncListPager": True,
+            "enablePodsOnNodeSyncStreamWatch": False,
+            "enableDebuggingHandlers": True,
+            "enableContentionProfiling": False,
+            "enableProfilingHandler": False,
         },
     }
 

@@ -69,9 +69,7 @@ class World:
         self.say: Say = say or (lambda _msg: None)
         unknown = set(self.pinned) - set(components.PORT_NAMES)
         if unknown:
-            raise LocalWorldError(
-                f"unknown port name(s) {sorted(unknown)}; known: {', '.join(components.PORT_NAMES)}"
-            )
+            raise LocalWorldError(f"unknown port name(s) {sorted(unknown)}; known: {', '.join(components.PORT_NAMES)}")
 
     @property
     def kubeconfig(self) -> Path:
@@ -127,8 +125,12 @@ class World:
         return procs.probe(comp.health_url, ctx)
 
     # -- up -----------------------------------------------------------------------------------
-    def up(self) -> UpResult:
-        """Start the control plane (or confirm it already runs); see the module docstring."""
+    def up(self, extra_tools: tuple[str, ...] = ()) -> UpResult:
+        """Start the control plane (or confirm it already runs); see the module docstring.
+
+        ``extra_tools`` are toolchain entries the caller needs next (kubectl, crds): their absence
+        is reported together with missing component binaries, before anything starts.
+        """
         start = time.monotonic()
         state = self.state()
         if state is not None and self.healthy():
@@ -136,7 +138,7 @@ class World:
         recovered = self._clean(state)
         if recovered:
             self.say(f"cleaned up a stale previous run ({', '.join(recovered)})")
-        binaries = self._binaries()
+        binaries = self._binaries(extra_tools)
         ports = self._ports()
         self.dir.mkdir(parents=True, exist_ok=True)
         layout = components.Layout(self.dir, pki.generate(self.dir / "pki", components.SERVICE_IP))
@@ -151,10 +153,10 @@ class World:
             raise
         return UpResult(state, already_running=False, seconds=time.monotonic() - start, recovered=recovered)
 
-    def _binaries(self) -> dict[str, Path]:
+    def _binaries(self, extra_tools: tuple[str, ...] = ()) -> dict[str, Path]:
         found: dict[str, Path] = {}
         missing: list[str] = []
-        for name, tool in BINARIES.items():
+        for name, tool in [*BINARIES.items(), *((t, t) for t in extra_tools)]:
             try:
                 found[name] = path_of(tool)
             except GpuclusterError:
@@ -178,9 +180,7 @@ class World:
                     ports[name] = port
         return ports
 
-    def _start(
-        self, state: State, layout: components.Layout, binaries: dict[str, Path], ports: dict[str, int]
-    ) -> None:
+    def _start(self, state: State, layout: components.Layout, binaries: dict[str, Path], ports: dict[str, int]) -> None:
         pk = layout.pki
         # etcd and the API server first, one by one; the rest only need the API server.
         for group in (("etcd",), ("kube-apiserver",), ("kube-controller-manager", "kube-scheduler", "kwok")):
