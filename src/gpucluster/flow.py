@@ -105,7 +105,10 @@ def local_world_phase(world_dir: Path | None, spec: Any, *, start: bool, say: Ca
         shutil.rmtree(world.dir / "pulumi", ignore_errors=True)
     from gpucluster.toolchain import locate
 
-    if locate("crds") is not None:
+    if result.already_running:
+        # A running world got its CRDs when it started; the plan phase lists any kind still missing.
+        say("operator CRDs left as they are")
+    elif locate("crds") is not None:
         from gpucluster.local.crds import install_crds
 
         say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")

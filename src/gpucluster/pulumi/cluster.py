@@ -6,6 +6,7 @@ by the controller manager). Every request is bounded by a timeout and every wait
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,23 +24,35 @@ class ClusterUnreachable(GpuclusterError):
 
 
 def _client(kubeconfig: str | Path | None) -> Any:
-    from kubernetes import client, config
+    import kubernetes
 
+    cfg = kubernetes.client.Configuration()
     try:
-        api = config.new_client_from_config(config_file=str(kubeconfig) if kubeconfig else None)
+        kubernetes.config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
+                                           client_configuration=cfg)
     except Exception as err:  # the library raises several unrelated types for a bad kubeconfig
         raise ClusterUnreachable(f"cannot load kubeconfig {kubeconfig or '(default)'}: {err}") from err
-    return api if isinstance(api, client.ApiClient) else client.ApiClient()
+    return kubernetes.client.ApiClient(cfg)
+
+
+def get_json(api: Any, path: str, *, missing_ok: bool = False) -> dict | None:
+    """GET ``path`` as a plain dict (None for 404 when ``missing_ok``); ClusterUnreachable otherwise."""
+    host = api.configuration.host.rstrip("/")
+    try:
+        resp = api.rest_client.request("GET", host + path, headers={"Accept": "application/json"},
+                                       _request_timeout=_TIMEOUT)
+        data = resp.read()
+    except Exception as err:  # urllib3: refused, TLS, timeouts
+        raise ClusterUnreachable(f"GET {host}{path} failed: {str(err).strip()[:300]}") from err
+    if resp.status == 404 and missing_ok:
+        return None
+    if not 200 <= resp.status < 300:
+        raise ClusterUnreachable(f"GET {host}{path}: HTTP {resp.status}: {data[:300].decode(errors='replace')}")
+    return json.loads(data)
 
 
 def _get(api: Any, path: str) -> dict:
-    try:
-        data, _, _ = api.call_api(path, "GET", response_type="object", auth_settings=["BearerToken"],
-                                  _request_timeout=_TIMEOUT, _return_http_data_only=False)
-    except Exception as err:
-        host = api.configuration.host
-        raise ClusterUnreachable(f"GET {host}{path} failed: {str(err).strip()[:300]}") from err
-    return data
+    return get_json(api, path) or {}
 
 
 def served_kinds(api: Any) -> frozenset[tuple[str, str]]:
