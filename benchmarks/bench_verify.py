@@ -31,14 +31,18 @@ from gpucluster.verify import cluster, snapshot
 
 
 def raw_lists(kubeconfig: str) -> float:
-    from kubernetes import config
+    """The two big LISTs, bodies read and decoded, through the same REST layer verify uses."""
+    import json
 
-    api = config.new_client_from_config(config_file=kubeconfig)
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    api = client.ApiClient(cfg)
     t0 = time.perf_counter()
     for path in ("/api/v1/nodes", "/apis/resource.k8s.io/v1/resourceslices"):
-        resp = api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
-                            _return_http_data_only=True)
-        resp.data  # noqa: B018 - read the whole body
+        resp = api.rest_client.request("GET", cfg.host + path, headers={"Accept": "application/json"})
+        json.loads(resp.read())
     dt = time.perf_counter() - t0
     api.close()
     return dt

@@ -59,6 +59,21 @@ def apply_rendered(lw: LocalWorld, objs: list[dict]) -> list[str]:
     return [f"{o['kind']}/{o['metadata']['name']}" for o in left_out]
 
 
+def wait_ready(lw: LocalWorld, names: set[str], timeout: float = 180) -> None:
+    """kwok marks new nodes Ready asynchronously; wait (bounded) as `gpucluster up` does."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = json.loads(kubectl(lw, "get", "nodes", "-o", "json"))["items"]
+        ready = {n["metadata"]["name"] for n in nodes
+                 if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
+        if names <= ready:
+            return
+        assert time.monotonic() < deadline, f"nodes not Ready after {timeout}s: {sorted(names - ready)}"
+        time.sleep(1)
+
+
 @pytest.fixture(scope="module")
 def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
     yield from local_world_fixture(tmp_path_factory)
@@ -69,6 +84,7 @@ def deployed(lw: LocalWorld) -> Iterator[tuple[LocalWorld, Simulator, list[str]]
     spec = load_spec(LOCAL)
     left_out = apply_rendered(lw, render(spec).objects())
     sim = attach(lw.world, spec)
+    wait_ready(lw, {h.name for h in spec.hosts})
     yield lw, sim, left_out
     sim.close()
 
@@ -78,7 +94,8 @@ def verify(lw: LocalWorld, tmp_path: Path, capsys) -> tuple[int, dict]:
     junit = tmp_path / "verify.xml"
     code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--json", str(report),
                        "--junit", str(junit)])
-    capsys.readouterr()
+    out = capsys.readouterr()
+    assert report.exists(), f"verify exited {code} without a report:\n{out.err}\n{out.out[-3000:]}"
     data = json.loads(report.read_text())
     assert junit.read_text().startswith("<testsuite")
     return code, data

@@ -1,6 +1,6 @@
 """A snapshot of the cluster state verification needs, fetched with a handful of LIST calls.
 
-Responses are read as raw JSON (``_preload_content=False``): building the client's model objects
+Responses are read as raw JSON through the client's REST layer: building the client's model objects
 for thousands of nodes costs more than the LIST itself.
 """
 
@@ -35,31 +35,45 @@ class Snapshot:
     calls: int = 0
 
 
-def _items(api_client: Any, path: str) -> list[Obj] | None:
-    from kubernetes.client.exceptions import ApiException
+def _get(api: Any, host: str, path: str) -> tuple[int, bytes]:
+    """One GET through the client's connection pool (TLS and auth from the kubeconfig), raw bytes back."""
+    headers = {"Accept": "application/json"}
+    headers.update(api.default_headers)
+    # Token-based kubeconfigs (cloud providers, service accounts) authenticate by header; client
+    # certificates are already in the connection pool's TLS settings.
+    api.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
+    resp = api.rest_client.request("GET", host + path, headers=headers, _request_timeout=60)
+    return resp.status, resp.read()
 
-    try:
-        resp = api_client.call_api(path, "GET", query_params=[("limit", "0")], auth_settings=["BearerToken"],
-                                   _preload_content=False, _return_http_data_only=True)
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
-    return json.loads(resp.data)["items"]
+
+def _items(api: Any, host: str, path: str) -> list[Obj] | None:
+    status, data = _get(api, host, path)
+    if status == 404:
+        return None
+    if status != 200:
+        try:
+            message = json.loads(data).get("message", "")
+        except ValueError:
+            message = data[:200].decode(errors="replace")
+        raise ClusterUnreachable(f"the API server refused GET {path} (HTTP {status}: {message}); verification "
+                                 "needs read access to nodes, DRA objects, quotas and the operators' CRs")
+    return json.loads(data)["items"]
 
 
 def fetch(kubeconfig: str | None = None, context: str | None = None) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
     queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses (11 calls in all)."""
     from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
+    cfg = client.Configuration()
     try:
-        api = config.new_client_from_config(config_file=kubeconfig, context=context)
-    except (config.ConfigException, FileNotFoundError, TypeError) as err:
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    except (config.ConfigException, FileNotFoundError, TypeError, ValueError) as err:
         raise ClusterUnreachable(f"cannot load kubeconfig {kubeconfig or '(default)'}: {err}") from None
-    api.configuration.retries = 1
+    cfg.retries = 1
+    api = client.ApiClient(cfg)
+    host = cfg.host.rstrip("/")
     snap = Snapshot()
     paths = {
         "nodes": "/api/v1/nodes",
@@ -76,17 +90,13 @@ def fetch(kubeconfig: str | None = None, context: str | None = None) -> Snapshot
     }
     try:
         for attr, path in paths.items():
-            items = _items(api, path)
+            items = _items(api, host, path)
             snap.calls += 1
             if items is None and attr in ("nodes", "daemonsets", "quotas", "limit_ranges", "namespaces"):
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
             setattr(snap, attr, items)
-    except ApiException as err:
-        raise ClusterUnreachable(f"the API server refused a LIST ({err.status} {err.reason}); "
-                                 "verification needs read access to nodes, DRA, quotas and CRs") from None
     except (HTTPError, OSError) as err:
-        raise ClusterUnreachable(f"cannot reach the API server: {err}") from None
+        raise ClusterUnreachable(f"cannot reach the API server at {host}: {err}") from None
     finally:
         api.close()
-    del client
     return snap
