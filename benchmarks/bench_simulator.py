@@ -15,6 +15,7 @@ Usage: python benchmarks/bench_simulator.py [--nodes 1000] [--workers 8] [--kube
 from __future__ import annotations
 
 import argparse
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -79,16 +80,20 @@ def ready(kube: Kube) -> int:
     return count
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for all Ready")
     parser.add_argument("--kubeconfig", type=Path, default=None, help="use a running cluster")
     parser.add_argument("--keep", action="store_true", help="leave the world running")
     args = parser.parse_args()
+    # A SIGTERM (e.g. from `timeout`) must still run the `finally` that stops the world.
+    signal.signal(signal.SIGTERM, _interrupt)
     tmp = Path(tempfile.mkdtemp(prefix="gpucluster-bench-sim-"))
     world = None
     if args.kubeconfig is None:
