@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Run Molecule scenarios the way CI does: every role scenario, then the 3-host site scenario.
+#
+# Usage: scripts/molecule-test.sh [SCENARIO...]   (SCENARIO: a role name, or "site"; default: all)
+# Needs: podman, runc, debootstrap (apt-get install -y podman runc debootstrap) and the project venv.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+export GPUCLUSTER_REPO="$repo"
+export PATH="$repo/.venv/bin:$PATH"
+export CONTAINERS_CONF="$repo/molecule/containers.conf"
+export PY_COLORS=0 NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
+export ANSIBLE_ROLES_PATH="$repo/roles"
+export ANSIBLE_INVENTORY_PLUGINS="$repo/plugins/inventory"
+cache="${GPUCLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpucluster}"
+# One apt cache shared by every container: packages are downloaded once per machine.
+export GPUCLUSTER_APT_CACHE="$cache/apt"
+mkdir -p "$GPUCLUSTER_APT_CACHE/archives/partial" "$GPUCLUSTER_APT_CACHE/lists/partial"
+GPUCLUSTER_MOLECULE_IMAGE="$("$repo/scripts/molecule-image.sh")"
+export GPUCLUSTER_MOLECULE_IMAGE
+
+roles=(host_prep container_runtime nvidia_container_toolkit nvidia_driver kubernetes_node mig_host rdma_host)
+scenarios=("$@")
+[[ ${#scenarios[@]} -gt 0 ]] || scenarios=("${roles[@]}" site)
+
+for s in "${scenarios[@]}"; do
+  start=$SECONDS
+  if [[ "$s" == site ]]; then
+    (cd "$repo" && molecule -c "$repo/molecule/base.yml" test -s site)
+  else
+    (cd "$repo/roles/$s" && molecule -c "$repo/molecule/base.yml" test -s default)
+  fi
+  echo "molecule-test: $s passed in $((SECONDS - start)) s"
+done

@@ -1,0 +1,107 @@
+"""Shared setup for the Molecule tests: podman settings, the cached image, air-gapped artifacts.
+
+Everything these tests need is built here on first use and cached per user
+(``$GPUCLUSTER_CACHE``): the Debian 12 systemd image (scripts/molecule-image.sh), the NVIDIA Container
+Toolkit binaries (scripts/nvidia-container-toolkit-build.sh) and kubeadm/kubelet (the toolchain).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = ("host_prep", "container_runtime", "nvidia_container_toolkit", "nvidia_driver",
+         "kubernetes_node", "mig_host", "rdma_host")
+# Scenarios that need artifacts beyond the image.
+NEEDS_NCT = {"nvidia_container_toolkit", "site"}
+NEEDS_K8S = {"kubernetes_node", "site"}
+# Preflight checks a podman container cannot pass (documented in docs/host-layer.md): the kernel
+# config is not readable, the container host's swap/cgroup layout is not ours, and images cannot be
+# pulled without a registry.
+KUBEADM_IGNORE = "SystemVerification,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables,Swap,ImagePull,NumCPU,Mem"
+
+
+def _cache() -> Path:
+    root = os.environ.get("GPUCLUSTER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"), "gpucluster")
+    return Path(root)
+
+
+def _run_script(*args: str, env: dict[str, str]) -> str:
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800, check=False)
+    if out.returncode != 0:
+        pytest.fail(f"{' '.join(args)} failed (rc {out.returncode}):\n{out.stderr[-3000:]}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def molecule_env() -> Iterator[dict[str, str]]:
+    """Environment for `molecule`: podman conf, roles path, image name, apt cache, artifacts."""
+    missing = [tool for tool in ("podman", "runc", "debootstrap") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"Molecule tests need {', '.join(missing)}: apt-get install -y podman runc debootstrap")
+    env = dict(os.environ)
+    venv_bin = Path(os.sys.executable).parent
+    env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+    env["GPUCLUSTER_REPO"] = str(REPO)
+    env["PY_COLORS"] = "0"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["CONTAINERS_CONF"] = str(REPO / "molecule" / "containers.conf")
+    env["ANSIBLE_ROLES_PATH"] = str(REPO / "roles")
+    env["ANSIBLE_INVENTORY_PLUGINS"] = str(REPO / "plugins" / "inventory")
+    apt = _cache() / "apt"
+    for sub in ("archives/partial", "lists/partial"):
+        (apt / sub).mkdir(parents=True, exist_ok=True)
+    env["GPUCLUSTER_APT_CACHE"] = str(apt)
+    env["GPUCLUSTER_MOLECULE_IMAGE"] = _run_script(str(REPO / "scripts" / "molecule-image.sh"), env=env)
+    env["GPUCLUSTER_KUBEADM_IGNORE"] = KUBEADM_IGNORE
+    yield env
+
+
+@pytest.fixture(scope="session")
+def nct_dir(molecule_env: dict[str, str]) -> str:
+    """The NVIDIA Container Toolkit binaries built from Go sources (the air-gapped local folder)."""
+    return _run_script(str(REPO / "scripts" / "nvidia-container-toolkit-build.sh"), env=molecule_env)
+
+
+@pytest.fixture(scope="session")
+def k8s_bin_dir() -> Iterator[str]:
+    """A folder with kubeadm, kubelet (and kubectl) from the toolchain cache (built on first use)."""
+    from gpucluster import toolchain
+
+    names = ["kubeadm", "kubelet", "kubectl"]
+    paths = toolchain.ensure(names)
+    with tempfile.TemporaryDirectory(prefix="gpucluster-k8s-bin-") as tmp:
+        for name, path in zip(names, paths, strict=True):
+            os.symlink(path, os.path.join(tmp, name))
+        yield tmp
+
+
+def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.FixtureRequest) -> dict[str, str]:
+    """The environment for one scenario, with only the artifacts it needs built."""
+    env = dict(molecule_env)
+    if name in NEEDS_NCT:
+        env["GPUCLUSTER_NCT_DIR"] = request.getfixturevalue("nct_dir")
+    if name in NEEDS_K8S:
+        env["GPUCLUSTER_K8S_BIN_DIR"] = request.getfixturevalue("k8s_bin_dir")
+    return env
+
+
+def molecule(env: dict[str, str], scenario: str, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """Run `molecule -c molecule/base.yml <args> -s <scenario>` in the scenario's project folder."""
+    cwd = REPO if scenario == "site" else REPO / "roles" / scenario
+    name = "site" if scenario == "site" else "default"
+    command, *rest = args
+    cmd = ["molecule", "-c", str(REPO / "molecule" / "base.yml"), command, "-s", name, *rest]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def tail(proc: subprocess.CompletedProcess, chars: int = 6000) -> str:
+    return (proc.stdout + proc.stderr)[-chars:]

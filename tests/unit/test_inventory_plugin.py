@@ -1,0 +1,106 @@
+"""The gpucluster inventory plugin: hosts, groups and variables come from cluster.yaml."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucluster.render.gpu_operator import mig_parted_config
+from gpucluster.render.nodes import node_config
+from gpucluster.spec import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
+
+
+def _plain(value):
+    """Drop ansible-core 2.19's ``{"__ansible_unsafe": ...}`` wrappers from ``--list`` output."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def inventory(path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    return subprocess.run([str(ANSIBLE_INVENTORY), "-i", str(path), "--list"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def local_inv() -> dict:
+    proc = inventory(REPO / "inventories" / "local")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def hostvars(inv: dict, host: str) -> dict:
+    return _plain(inv["_meta"]["hostvars"][host])
+
+
+def test_groups_per_role_and_pool(local_inv):
+    spec = load_spec(REPO / "inventories" / "local")
+    assert local_inv["control_plane"]["hosts"] == ["cp-1"]
+    for pool in spec.node_pools:
+        group = "pool_" + pool.name.replace("-", "_")
+        assert sorted(local_inv[group]["hosts"]) == sorted(pool.hosts), group
+    assert sorted(local_inv["rdma"]["hosts"]) == ["h100-1", "h100-2"]
+    assert "cp-1" not in local_inv["gpu"]["hosts"]
+    assert len(local_inv["gpu"]["hosts"]) == sum(len(p.hosts) for p in spec.gpu_pools)
+
+
+def test_host_vars_come_from_the_render_core(local_inv):
+    spec = load_spec(REPO / "inventories" / "local")
+    nodes = node_config(spec)
+    for host in spec.hosts:
+        hv = hostvars(local_inv, host.name)
+        assert hv["kubernetes_node_labels"] == nodes[host.name]["labels"]
+        assert hv["kubernetes_node_taints"] == nodes[host.name]["taints"]
+        assert hv["ansible_host"] == host.address
+    assert hostvars(local_inv, "h100-1")["rdma_host_interfaces"] == ["ibp12s0", "ibp75s0"]
+    assert hostvars(local_inv, "l4-1")["rdma_host_enabled"] is False
+    assert hostvars(local_inv, "cp-1")["kubernetes_node_role"] == "control-plane"
+    assert hostvars(local_inv, "cp-1")["kubernetes_node_version"] == spec.kubernetes.version
+    assert hostvars(local_inv, "cp-1")["nvidia_driver_enabled"] is False
+
+
+def test_mig_managed_by_host_and_feature_gates(tmp_path):
+    text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
+    text = text.replace("mig: {layout: all-1g.10gb}", "mig: {layout: all-1g.10gb, managedBy: host}")
+    text = text.replace('version: "1.36.3"', 'version: "1.36.3"\n  featureGates: {DRAAdminAccess: true}')
+    (tmp_path / "cluster.yaml").write_text(text)
+    shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
+    proc = inventory(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    inv = json.loads(proc.stdout)
+    assert inv["mig_host"]["hosts"] == ["a100-1"]
+    hv = hostvars(inv, "a100-1")
+    assert hv["mig_host_config_name"] == "all-1g.10gb"
+    assert hv["mig_host_config"] == mig_parted_config(load_spec(tmp_path))
+    assert hostvars(inv, "cp-1")["kubernetes_node_feature_gates"] == {"DRAAdminAccess": True}
+
+
+def test_broken_spec_fails_with_the_spec_message(tmp_path):
+    (tmp_path / "cluster.yaml").write_text(
+        "apiVersion: gpucluster.dev/v1alpha1\nkind: Cluster\nmetadata: {name: x}\n"
+        "hosts: [{name: a, address: 10.0.0.1}]\nnodePools: [{name: p, hosts: [nope]}]\n")
+    shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
+    proc = inventory(tmp_path)
+    assert proc.returncode != 0
+    assert "invalid cluster spec" in proc.stderr
+    assert "nope" in proc.stderr  # the unknown host is named
+    assert "Traceback" not in proc.stderr
+
+
+def test_cluster_yaml_is_not_parsed_as_inventory(local_inv):
+    # cluster.yaml's top-level keys (hosts, nodePools, ...) must not turn into groups.
+    assert "nodePools" not in local_inv and "kubernetes" not in local_inv
