@@ -4,6 +4,7 @@ Needs the toolchain cached (`gpucluster tools install`). Generates a spec of N G
 four pools (H100 x8 on DRA, A100-80GB MIG all-1g.10gb, L4 x4 time-sliced x4, H200 x8 exclusive),
 starts a local world (or uses ``--kubeconfig``), applies the rendered gpu-operator ConfigMaps, then
 prints, in seconds:
+  agents (no API)   computing every node's labels, resources and devices in-process
   first sync        creating every node (+ its ResourceSlice) with labels, taints, capacity
   all Ready         from the start of the first sync until kwok reports every node Ready
   idle sync         a second sync with nothing changed (its write count must be 0)
@@ -23,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from gpucluster.local.simulator import SELECTOR, Simulator
+from gpucluster.local.simulator_agents import node_agents
 from gpucluster.local.simulator_kube import Kube
 from gpucluster.local.testing import missing_tools
 from gpucluster.local.world import World
@@ -72,6 +74,20 @@ def apply_configmaps(kube: Kube, spec) -> None:  # type: ignore[no-untyped-def]
             kube.patch(f"{path}/{obj['metadata']['name']}", {"data": obj["data"]})
 
 
+def compute_agents(sim: Simulator, spec) -> None:  # type: ignore[no-untyped-def]
+    """What a sync computes for every node, without any API call (the simulator's own cost)."""
+    data = {o["metadata"]["name"]: o["data"] for o in gpu_operator.objects(spec)}
+    for name, si in sim.silicon.items():
+        node_agents(
+            si,
+            sim.registration[name]["labels"],
+            {},
+            device_plugin_data=data[gpu_operator.DEVICE_PLUGIN_CONFIGMAP],
+            mig_data=data.get(gpu_operator.MIG_CONFIGMAP),
+            cluster=spec.metadata.name,
+        )
+
+
 def ready(kube: Kube) -> int:
     count = 0
     for node in kube.items(f"/api/v1/nodes?{SELECTOR}"):
@@ -111,6 +127,9 @@ def main() -> int:
         hosts = len(spec.hosts)
         sim = Simulator(spec, kubeconfig, workers=args.workers)
         apply_configmaps(sim.kube, spec)
+        t0 = time.monotonic()
+        compute_agents(sim, spec)
+        print(f"agents (no API)   {time.monotonic() - t0:7.2f} s  (desired state of every node, in-process)")
         t1 = time.monotonic()
         first = sim.sync()
         t_first = time.monotonic() - t1
