@@ -41,8 +41,14 @@ def local() -> None:
 @click.option("--apiserver-port", type=click.IntRange(1, 65535), default=None, help="Pin the API server port.")
 @click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds each component may take.")
 @click.option("--no-crds", is_flag=True, help="Skip installing the operators' CRDs.")
+@click.option("--all-crds", is_flag=True, help="Also install prometheus-operator's workload CRDs.")
 def up(
-    state_dir: Path | None, inventory: Path | None, apiserver_port: int | None, timeout: float, no_crds: bool
+    state_dir: Path | None,
+    inventory: Path | None,
+    apiserver_port: int | None,
+    timeout: float,
+    no_crds: bool,
+    all_crds: bool,
 ) -> None:
     """Start the control plane on 127.0.0.1 (or confirm it already runs)."""
     ports = {"kube-apiserver": apiserver_port} if apiserver_port else {}
@@ -55,7 +61,7 @@ def up(
             if not no_crds:
                 from gpucluster.local.crds import install_crds
 
-                sources = install_crds(world.kubeconfig)
+                sources = install_crds(world.kubeconfig, everything=all_crds)
                 generated = [s.name for s in sources if s.origin == "generated"]
                 stand_ins = [s.name for s in sources if s.origin == "stand-in"]
                 _say(f"✓ CRDs: {len(generated)} generated with controller-gen")

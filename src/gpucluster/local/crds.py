@@ -10,7 +10,9 @@ what our renderer relies on and keeps the rest with ``x-kubernetes-preserve-unkn
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,17 @@ from gpucluster.toolchain import path_of
 from gpucluster.toolchain.versions import PROMETHEUS_OPERATOR, WHEREABOUTS
 
 _OPEN: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+#: Generated CRDs installed by default: the kinds our bundle uses. The prometheus-operator's own
+#: workloads (Prometheus, Alertmanager, ThanosRuler, Probe) are huge schemas nothing here creates;
+#: ``install_crds(..., everything=True)`` adds them.
+DEFAULT_GENERATED = (
+    "servicemonitors.monitoring.coreos.com",
+    "podmonitors.monitoring.coreos.com",
+    "prometheusrules.monitoring.coreos.com",
+    "ippools.whereabouts.cni.cncf.io",
+    "nodeslicepools.whereabouts.cni.cncf.io",
+    "overlappingrangeipreservations.whereabouts.cni.cncf.io",
+)
 
 
 @dataclass(frozen=True)
@@ -110,28 +123,27 @@ def generated_dir() -> Path:
     return path_of("crds")
 
 
-def all_crds() -> tuple[list[dict[str, Any]], list[CrdSource]]:
-    """Every CRD to install and, for the report, where each one came from."""
+def all_crds(everything: bool = False) -> tuple[list[dict[str, Any]], list[CrdSource]]:
+    """The CRDs to install and, for the report, where each one came from.
+
+    Generated ones are limited to :data:`DEFAULT_GENERATED` unless ``everything`` is set.
+    """
     docs: list[dict[str, Any]] = []
     sources: list[CrdSource] = []
     for path in sorted(generated_dir().glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "CustomResourceDefinition":
+            if not doc or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            if everything or doc["metadata"]["name"] in DEFAULT_GENERATED:
                 docs.append(doc)
                 group = doc["spec"]["group"]
                 module = (
-                    f"prometheus-operator {PROMETHEUS_OPERATOR}"
-                    if "coreos" in group
-                    else f"whereabouts {WHEREABOUTS}"
+                    f"prometheus-operator {PROMETHEUS_OPERATOR}" if "coreos" in group else f"whereabouts {WHEREABOUTS}"
                 )
-                sources.append(
-                    CrdSource(doc["metadata"]["name"], "generated", f"controller-gen from {module}")
-                )
+                sources.append(CrdSource(doc["metadata"]["name"], "generated", f"controller-gen from {module}"))
     for doc in stand_ins():
         docs.append(doc)
-        sources.append(
-            CrdSource(doc["metadata"]["name"], "stand-in", "Go API module not served; structural CRD")
-        )
+        sources.append(CrdSource(doc["metadata"]["name"], "stand-in", "Go API module not served; structural CRD"))
     return docs, sources
 
 
@@ -143,28 +155,28 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: fl
     return proc.stdout
 
 
-def install_crds(kubeconfig: Path, *, timeout: float = 120) -> list[CrdSource]:
-    """Server-side apply every CRD and wait until all are Established; returns their sources."""
-    docs, sources = all_crds()
+def install_crds(kubeconfig: Path, *, timeout: float = 120, everything: bool = False) -> list[CrdSource]:
+    """Server-side apply the CRDs and wait until all are Established; returns their sources."""
+    docs, sources = all_crds(everything)
     text = yaml.safe_dump_all(docs, sort_keys=False)
     _kubectl(
-        kubeconfig,
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=gpucluster-local",
-        "-f",
-        "-",
-        stdin=text,
-        timeout=timeout,
-    )
-    names = [f"crd/{s.name}" for s in sources]
-    _kubectl(
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        f"--timeout={int(timeout)}s",
-        *names,
-        timeout=timeout + 10,
-    )
-    return sources
+        kubeconfig, "apply", "--server-side", "--force-conflicts", "--field-manager=gpucluster-local",
+        "-f", "-", stdin=text, timeout=timeout,
+    )  # fmt: skip
+    # Not `kubectl wait`: it fails outright on a CRD whose status has no conditions yet.
+    names = {s.name for s in sources}
+    deadline = time.monotonic() + timeout
+    pending = names
+    while time.monotonic() < deadline:
+        listing = json.loads(_kubectl(kubeconfig, "get", "crd", "-o", "json", timeout=timeout))
+        established = {
+            item["metadata"]["name"]
+            for item in listing["items"]
+            for cond in item.get("status", {}).get("conditions") or []
+            if cond.get("type") == "Established" and cond.get("status") == "True"
+        }
+        pending = names - established
+        if not pending:
+            return sources
+        time.sleep(0.5)
+    raise LocalWorldError(f"CRDs not Established after {timeout:.0f} s: {', '.join(sorted(pending))}")
