@@ -167,6 +167,8 @@ def _controller_manager(layout: Layout, ports: dict[str, int]) -> list[str]:
         # no cloud, no kubelets that would need routes or node IPAM
         "--allocate-node-cidrs=false",
         "--configure-cloud-routes=false",
+        # kwok renews leases every NODE_LEASE_SECONDS/4; allow several missed renewals on a busy host
+        f"--node-monitor-grace-period={stages.NODE_LEASE_SECONDS * 3 // 2}s",
         "--kube-api-qps=100",
         "--kube-api-burst=200",
         "--profiling=false",
