@@ -18,6 +18,18 @@ export GPUCLUSTER_APT_CACHE="$cache/apt"
 mkdir -p "$GPUCLUSTER_APT_CACHE/archives/partial" "$GPUCLUSTER_APT_CACHE/lists/partial"
 GPUCLUSTER_MOLECULE_IMAGE="$("$repo/scripts/molecule-image.sh")"
 export GPUCLUSTER_MOLECULE_IMAGE
+# Air-gapped artifacts built on this machine: the NVIDIA Container Toolkit (Go, cgo) and kubeadm,
+# kubelet, kubectl from the toolchain (gathered into one folder, as an operator would).
+GPUCLUSTER_NCT_DIR="$("$repo/scripts/nvidia-container-toolkit-build.sh")"
+export GPUCLUSTER_NCT_DIR
+GPUCLUSTER_K8S_BIN_DIR="$cache/molecule-k8s-bin"
+mkdir -p "$GPUCLUSTER_K8S_BIN_DIR"
+"$repo/.venv/bin/gpucluster" tools install -q kubeadm kubelet kubectl | while read -r name path; do
+  ln -sf "$path" "$GPUCLUSTER_K8S_BIN_DIR/$name"
+done
+export GPUCLUSTER_K8S_BIN_DIR
+# Preflight checks a container cannot pass (see docs/host-layer.md).
+export GPUCLUSTER_KUBEADM_IGNORE="${GPUCLUSTER_KUBEADM_IGNORE:-SystemVerification,ImagePull}"
 
 roles=(host_prep container_runtime nvidia_container_toolkit nvidia_driver kubernetes_node mig_host rdma_host)
 scenarios=("$@")

@@ -49,9 +49,14 @@ def test_kubeadm_config_from_spec(host):
     assert cluster["kubernetesVersion"] == f"v{SPEC.kubernetes.version}"
     assert cluster["networking"]["podSubnet"] == SPEC.kubernetes.pod_subnet
     assert kubelet["cgroupDriver"] == "systemd"
+    gates = ",".join(f"{k}={str(v).lower()}" for k, v in SPEC.kubernetes.feature_gates.items())
+    assert gates, "the site spec must set a feature gate for this check to mean anything"
+    assert {"name": "feature-gates", "value": gates} in cluster["apiServer"]["extraArgs"]
+    assert kubelet["featureGates"] == SPEC.kubernetes.feature_gates
     assert init["nodeRegistration"]["name"] == name
     assert init["nodeRegistration"]["taints"] == NODES[name]["taints"]
-    labels = dict(kv.split("=", 1) for arg in init["nodeRegistration"]["kubeletExtraArgs"] for kv in arg["value"].split(","))
+    args = init["nodeRegistration"]["kubeletExtraArgs"]
+    labels = dict(kv.split("=", 1) for arg in args for kv in arg["value"].split(","))
     assert labels == NODES[name]["labels"]
     # kubeadm itself accepts the file (the role ran this too; the check must hold after converge).
     host.run_expect([0], "kubeadm config validate --config /etc/kubernetes/kubeadm-config.yaml")

@@ -40,7 +40,7 @@ def test_nvidia_runtime_registered(live_config):
 
 
 def test_sandbox_image(live_config):
-    assert cri(live_config)["sandbox_image"] == "registry.k8s.io/pause:3.10"
+    assert cri(live_config)["sandbox_image"] == "registry.k8s.io/pause:3.10.2"
 
 
 def test_cri_socket_serves(host):

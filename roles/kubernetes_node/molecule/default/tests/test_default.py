@@ -1,0 +1,38 @@
+"""kubernetes_node outcome: pinned binaries, kubelet unit wiring, a kubeadm config kubeadm accepts."""
+
+import yaml
+
+testinfra_hosts = ["podman://gpuc-kubernetes-node"]
+
+
+def test_pinned_binaries(host):
+    assert host.check_output("kubeadm version -o short") == "v1.36.3"
+    assert host.check_output("kubelet --version") == "Kubernetes v1.36.3"
+    assert "v1.36.3" in host.check_output("kubectl version --client")
+
+
+def test_kubelet_unit_wired_for_kubeadm(host):
+    assert host.service("kubelet").is_enabled
+    props = host.check_output("systemctl show -p DropInPaths -p ExecStart kubelet")
+    assert "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf" in props
+    assert "--config=/var/lib/kubelet/config.yaml" in props
+
+
+def test_kubeadm_config_valid_and_from_vars(host):
+    host.run_expect([0], "kubeadm config validate --config /etc/kubernetes/kubeadm-config.yaml")
+    f = host.file("/etc/kubernetes/kubeadm-config.yaml")
+    assert f.mode == 0o600
+    init, cluster, kubelet = yaml.safe_load_all(f.content_string)
+    assert cluster["kubernetesVersion"] == "v1.36.3"
+    assert cluster["clusterName"] == "molecule"
+    assert {"name": "feature-gates", "value": "DRAAdminAccess=true"} in cluster["scheduler"]["extraArgs"]
+    assert kubelet["featureGates"] == {"DRAAdminAccess": True}
+    assert kubelet["cgroupDriver"] == "systemd"
+    assert init["nodeRegistration"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    labels = [{"name": "node-labels", "value": "gpucluster.dev/pool=h100-train"}]
+    assert init["nodeRegistration"]["kubeletExtraArgs"] == labels
+
+
+def test_not_bootstrapped(host):
+    # kubernetes_node_bootstrap is off here (no control-plane images): init must not have run.
+    assert not host.file("/etc/kubernetes/admin.conf").exists
