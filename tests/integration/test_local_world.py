@@ -350,3 +350,12 @@ def test_pki_chains_to_one_ca_with_loopback_names_and_private_keys(tmp_path: Pat
     assert admin.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATION_NAME)[0].value == "system:masters"
     for key in pki.dir.glob("*.key"):
         assert key.stat().st_mode & 0o077 == 0, key
+
+
+def test_concurrent_up_on_one_state_dir_is_refused(tmp_path: Path) -> None:
+    import fcntl
+
+    with (tmp_path / ".lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(LocalWorldError, match="another `gpucluster local up/down` is working"):
+            World(tmp_path).up()

@@ -8,9 +8,11 @@ running and healthy is left alone. ``down()`` stops every process it started, by
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,6 +133,21 @@ class World:
         ``extra_tools`` are toolchain entries the caller needs next (kubectl, crds): their absence
         is reported together with missing component binaries, before anything starts.
         """
+        with self._lock():
+            return self._up(extra_tools)
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        """Hold ``<state>/.lock`` so two `up`/`down` runs never race on one state directory."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with (self.dir / ".lock").open("a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LocalWorldError(f"another `gpucluster local up/down` is working on {self.dir}") from None
+            yield
+
+    def _up(self, extra_tools: tuple[str, ...]) -> UpResult:
         start = time.monotonic()
         state = self.state()
         if state is not None and self.healthy():
@@ -210,14 +227,16 @@ class World:
         ``force`` also proceeds when state.json is corrupt (processes are then found by their
         command lines, which name this state directory).
         """
-        try:
-            state = self.state()
-        except LocalWorldError:
-            if not force:
-                raise
-            state = None
-        stopped = self._clean(state)
-        return stopped
+        if not self.dir.is_dir():
+            return []
+        with self._lock():
+            try:
+                state = self.state()
+            except LocalWorldError:
+                if not force:
+                    raise
+                state = None
+            return self._clean(state)
 
     def _clean(self, state: State | None) -> list[str]:
         """Stop what ``state`` lists (if still ours) and any leftovers; remove owned files."""
