@@ -35,12 +35,22 @@ roles=(host_prep container_runtime nvidia_container_toolkit nvidia_driver kubern
 scenarios=("$@")
 [[ ${#scenarios[@]} -gt 0 ]] || scenarios=("${roles[@]}" site)
 
+failed=()
 for s in "${scenarios[@]}"; do
   start=$SECONDS
   if [[ "$s" == site ]]; then
-    (cd "$repo" && molecule -c "$repo/molecule/base.yml" test -s site)
+    dir="$repo" name=site
   else
-    (cd "$repo/roles/$s" && molecule -c "$repo/molecule/base.yml" test -s default)
+    dir="$repo/roles/$s" name=default
   fi
-  echo "molecule-test: $s passed in $((SECONDS - start)) s"
+  if (cd "$dir" && molecule -c "$repo/molecule/base.yml" test -s "$name"); then
+    echo "molecule-test: $s passed in $((SECONDS - start)) s"
+  else
+    echo "molecule-test: $s FAILED after $((SECONDS - start)) s"
+    failed+=("$s")
+  fi
 done
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "molecule-test: failed: ${failed[*]}" >&2
+  exit 1
+fi

@@ -17,11 +17,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = ("host_prep", "container_runtime", "nvidia_container_toolkit", "nvidia_driver",
-         "kubernetes_node", "mig_host", "rdma_host")
-# Scenarios that need artifacts beyond the image.
-NEEDS_NCT = {"nvidia_container_toolkit", "site"}
-NEEDS_K8S = {"kubernetes_node", "site"}
 # Preflight checks a podman container on this machine cannot pass (docs/host-layer.md): no registry
 # to pull control-plane images from, and the machine's cgroup v1 layout (kubelet >= 1.35 refuses it).
 KUBEADM_IGNORE = "SystemVerification,ImagePull"
@@ -78,29 +73,6 @@ def k8s_bin_dir() -> Iterator[str]:
     names = ["kubeadm", "kubelet", "kubectl"]
     paths = toolchain.ensure(names)
     with tempfile.TemporaryDirectory(prefix="gpucluster-k8s-bin-") as tmp:
-        for name, path in zip(names, paths, strict=True):
-            os.symlink(path, os.path.join(tmp, name))
+        for name in names:
+            os.symlink(paths[name], os.path.join(tmp, name))
         yield tmp
-
-
-def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.FixtureRequest) -> dict[str, str]:
-    """The environment for one scenario, with only the artifacts it needs built."""
-    env = dict(molecule_env)
-    if name in NEEDS_NCT:
-        env["GPUCLUSTER_NCT_DIR"] = request.getfixturevalue("nct_dir")
-    if name in NEEDS_K8S:
-        env["GPUCLUSTER_K8S_BIN_DIR"] = request.getfixturevalue("k8s_bin_dir")
-    return env
-
-
-def molecule(env: dict[str, str], scenario: str, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    """Run `molecule -c molecule/base.yml <args> -s <scenario>` in the scenario's project folder."""
-    cwd = REPO if scenario == "site" else REPO / "roles" / scenario
-    name = "site" if scenario == "site" else "default"
-    command, *rest = args
-    cmd = ["molecule", "-c", str(REPO / "molecule" / "base.yml"), command, "-s", name, *rest]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def tail(proc: subprocess.CompletedProcess, chars: int = 6000) -> str:
-    return (proc.stdout + proc.stderr)[-chars:]

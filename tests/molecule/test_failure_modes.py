@@ -13,8 +13,7 @@ import platform
 import subprocess
 
 import pytest
-
-from tests.molecule.conftest import molecule, scenario_env, tail
+from molecule_helpers import molecule, scenario_env, tail
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow]
 

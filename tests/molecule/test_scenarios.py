@@ -7,8 +7,7 @@ verify (testinfra over podman) → destroy, as configured in molecule/base.yml.
 from __future__ import annotations
 
 import pytest
-
-from tests.molecule.conftest import ROLES, molecule, scenario_env, tail
+from molecule_helpers import ROLES, molecule, scenario_env, tail
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow]
 
