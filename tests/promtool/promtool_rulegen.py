@@ -205,6 +205,12 @@ def _recording_group(tenants: list[dict]) -> dict[str, Any]:
         {"expr": "namespace_model:gpucluster_gpus_used:sum", "eval_time": "5m", "exp_samples": [
             sample("namespace_model:gpucluster_gpus_used:sum", 1.4, namespace="research", modelName=h100),
             sample("namespace_model:gpucluster_gpus_used:sum", 0.7, namespace="serve", modelName=l4)]},
+        {"expr": "namespace:gpucluster_gpus_allocated:count", "eval_time": "5m", "exp_samples": [
+            sample("namespace:gpucluster_gpus_allocated:count", 4, namespace="research"),
+            sample("namespace:gpucluster_gpus_allocated:count", 2, namespace="serve")]},
+        {"expr": "namespace:gpucluster_gpus_used:sum", "eval_time": "5m", "exp_samples": [
+            sample("namespace:gpucluster_gpus_used:sum", 1.4, namespace="research"),
+            sample("namespace:gpucluster_gpus_used:sum", 0.7, namespace="serve")]},
         {"expr": "namespace:gpucluster_gpu_hours_allocated:1h", "eval_time": "70m", "exp_samples": [
             sample("namespace:gpucluster_gpu_hours_allocated:1h", 4, namespace="research"),
             sample("namespace:gpucluster_gpu_hours_allocated:1h", 2, namespace="serve")]},
