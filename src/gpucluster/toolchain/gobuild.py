@@ -107,6 +107,9 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
     for tool in tools:
         ldflags += [f for f in tool.ldflags if f not in ldflags]
     cmd = [str(go), "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", f"{out_dir}/"]
+    tags = sorted({tag for t in tools for tag in t.tags})
+    if tags:
+        cmd[2:2] = ["-tags", ",".join(tags)]
     cmd += [t.package for t in tools]
     _run_logged(cmd, module_dir, log, ", ".join(t.name for t in tools), progress)
     for tool in tools:

@@ -58,6 +58,8 @@ class Tool:
     kind: str = "go"
     needs: tuple[str, ...] = field(default_factory=tuple)
     optional: bool = False
+    #: Go build tags (e.g. promtool's ``remove_all_sd`` leaves out the cloud service-discovery SDKs).
+    tags: tuple[str, ...] = ()
 
     @property
     def binary(self) -> str:
@@ -124,6 +126,9 @@ _ALL: list[Tool] = [
         module="promtool",
         package="github.com/prometheus/prometheus/cmd/promtool",
         ldflags=("-X github.com/prometheus/common/version.Version=3.16.0",),
+        # Rule checking and rule tests need no cloud service discovery; leaving those SDKs out cut
+        # the cold build from ~64 min to ~4 min under load here (88 MB -> 54 MB binary).
+        tags=("remove_all_sd",),
         version_text="promtool, version 3.16.0 ",
     ),
     # The Pulumi engine for the stacks (issue 4). The CLI's wrapper requires pkg/v3 and sdk/v3 at
