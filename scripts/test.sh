@@ -5,6 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit $?
 mkdir -p reports
+# The toolchain was just built: a test that finds a tool missing must fail, not skip.
+export GPUCLUSTER_REQUIRE_TOOLS=1
 .venv/bin/pytest --junitxml=reports/junit.xml "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
