@@ -82,6 +82,7 @@ class Engine:
         self.environment = environment
         self._cmd: Any = None
         self._env: dict[str, str] | None = None
+        self._stacks: dict[str, Any] = {}
 
     # -- setup --------------------------------------------------------------------------------
     def _passphrase(self) -> str:
@@ -137,6 +138,10 @@ class Engine:
     def _stack(self, name: str, program: Callable[[], Any]) -> Any:
         from pulumi import automation as auto
 
+        if name in self._stacks:
+            # Selecting a stack is a CLI call; one Engine reuses it and swaps the program only.
+            self._stacks[name].workspace.program = program
+            return self._stacks[name]
         self.setup()
         assert self._env is not None
         project = f"gpucluster-{name}"
@@ -152,8 +157,9 @@ class Engine:
             pulumi_command=self._cmd,
         )
         (self.dir / "work" / name).mkdir(parents=True, exist_ok=True)
-        return auto.create_or_select_stack(stack_name=self.environment, project_name=project,
-                                           program=program, opts=opts)
+        self._stacks[name] = auto.create_or_select_stack(stack_name=self.environment, project_name=project,
+                                                         program=program, opts=opts)
+        return self._stacks[name]
 
     # -- operations ---------------------------------------------------------------------------
     def run(self, name: str, operation: str, program: Callable[[], Any],
