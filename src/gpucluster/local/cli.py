@@ -19,11 +19,21 @@ _state_dir = click.option(
 
 
 def _after_control_plane(world: World, inventory: Path | None) -> None:
-    """Hook run after the control plane is healthy (and the CRDs are installed).
+    """After the control plane is healthy (and the CRDs are installed): the simulated GPU nodes.
 
-    The GPU simulator will use it to create the inventory's kwok nodes; it does nothing yet.
+    The simulator registers the inventory's hosts as kwok nodes, syncs them once (printing that the
+    GPUs are SIMULATED), and keeps them current from a background process that ``down`` stops.
     """
-    del world, inventory
+    from gpucluster.cli import default_inventory
+    from gpucluster.local.simulator import attach
+    from gpucluster.local.simulator_cli import spawn
+    from gpucluster.spec import load_spec
+
+    inv = inventory or default_inventory()
+    spec = load_spec(inv)
+    attach(world, spec, say=_say).close()
+    pid = spawn(world.dir, world.kubeconfig, inv)
+    _say(f"✓ GPU simulator keeps the nodes current (pid {pid}, log {world.dir / 'logs' / 'gpu-simulator.log'})")
 
 
 def _say(message: str) -> None:
@@ -100,3 +110,12 @@ def status(state_dir: Path | None) -> None:
     click.echo(f"kubeconfig: {world.kubeconfig}")
     if not all(c.healthy for c in report):
         raise SystemExit(1)
+
+
+def _mount_simulator() -> None:
+    from gpucluster.local.simulator_cli import gpus
+
+    local.add_command(gpus)
+
+
+_mount_simulator()

@@ -23,7 +23,8 @@ from gpucluster.toolchain import path_of
 from gpucluster.toolchain.versions import KUBERNETES
 
 #: Files and folders ``up`` creates in the state directory; ``down`` removes exactly these.
-OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml")
+OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml",
+         "gpu-simulator.pid")
 #: Binary (toolchain name) of each component.
 BINARIES = {name: name for name in components.ORDER}
 
@@ -240,7 +241,10 @@ class World:
 
     def _clean(self, state: State | None) -> list[str]:
         """Stop what ``state`` lists (if still ours) and any leftovers; remove owned files."""
-        stopped = self._stop_all(state) if state else []
+        from gpucluster.local.simulator_cli import stop_spawned
+
+        stopped = ["gpu-simulator"] if stop_spawned(self.dir) else []
+        stopped += self._stop_all(state) if state else []
         for pid in procs.find_leftovers(self.dir, set(BINARIES.values())):
             procs.stop(pid)
             stopped.append(f"pid {pid}")
