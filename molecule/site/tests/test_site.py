@@ -92,5 +92,7 @@ def test_rdma_only_on_rdma_host(host, module):
         assert module in conf.content_string
         assert "vm.nr_hugepages=512" in host.file("/etc/sysctl.d/90-gpucluster-hugepages.conf").content_string
         assert host.package("rdma-core").is_installed
+        # containerd runs with the memlock drop-in: pods inherit an unlimited memlock.
+        assert host.check_output("systemctl show -p LimitMEMLOCK containerd.service") == "LimitMEMLOCK=infinity"
     else:
         assert not conf.exists

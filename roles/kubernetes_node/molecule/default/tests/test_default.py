@@ -13,9 +13,11 @@ def test_pinned_binaries(host):
 
 def test_kubelet_unit_wired_for_kubeadm(host):
     assert host.service("kubelet").is_enabled
-    props = host.check_output("systemctl show -p DropInPaths -p ExecStart kubelet")
+    props = host.check_output("systemctl show -p DropInPaths -p Environment -p ExecStart kubelet")
     assert "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf" in props
-    assert "--config=/var/lib/kubelet/config.yaml" in props
+    # systemd merged the drop-in: the kubelet would start with kubeadm's config and kubeconfig.
+    assert "KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml" in props
+    assert "$KUBELET_CONFIG_ARGS" in props
 
 
 def test_kubeadm_config_valid_and_from_vars(host):
