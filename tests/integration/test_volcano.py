@@ -236,6 +236,19 @@ def test_rendered_volcano_objects_apply_server_side(kube: Kube, lw: LocalWorld, 
     assert "spec.weight" in out and "greater than or equal to 1" in out, out
 
 
+def test_start_again_changes_nothing_and_listens_on_loopback_only(
+    kube: Kube, lw: LocalWorld, spec: ClusterSpec
+) -> None:
+    before = {n: c.pid for n, c in local_volcano._load(lw.world).items()}
+    assert set(before) == {"vc-scheduler", "vc-controller-manager"}
+    again = local_volcano.start(lw.world, spec)
+    assert {n: c.pid for n, c in again.items()} == before and local_volcano.running(lw.world)
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    mine = [line for line in out.splitlines() if any(f"pid={pid}," in line for pid in before.values())]
+    assert mine, out  # both serve /healthz
+    assert all(line.split()[3].startswith("127.0.0.1:") for line in mine), mine
+
+
 # -- gang admission --------------------------------------------------------------------------------
 def test_gang_job_waits_for_all_gpus_then_binds_together(kube: Kube, lw: LocalWorld) -> None:
     block(lw, ["t-1", "t-2", "t-3"])

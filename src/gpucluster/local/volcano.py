@@ -205,7 +205,8 @@ def _wait_healthy(world: Any, comp: Component, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
-        if not comp.cmdline_matches(Path(world.dir)) or comp.is_zombie():
+        # not cmdline_matches: right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec)
+        if procs._gone(comp.pid):
             raise LocalWorldError(f"{comp.name} exited during start-up; see {comp.log}\n{procs.tail(comp.log)}")
         ok, last = procs.probe(comp.health_url, None)
         if ok:
