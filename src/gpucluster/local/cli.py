@@ -19,21 +19,18 @@ _state_dir = click.option(
 
 
 def _after_control_plane(world: World, inventory: Path | None) -> None:
-    """After the control plane is healthy (and the CRDs are installed): the simulated GPU nodes.
+    """After the control plane is healthy (and the CRDs are installed): simulated GPU nodes, Volcano.
 
     The simulator registers the inventory's hosts as kwok nodes, syncs them once (printing that the
-    GPUs are SIMULATED), and keeps them current from a background process that ``down`` stops.
+    GPUs are SIMULATED) and keeps them current from a background process; Volcano's scheduler and
+    controllers start when the spec enables Volcano. ``down`` stops all of them by pid.
     """
     from gpucluster.cli import default_inventory
-    from gpucluster.local.simulator import attach
-    from gpucluster.local.simulator_cli import spawn
+    from gpucluster.local import addons
     from gpucluster.spec import load_spec
 
     inv = inventory or default_inventory()
-    spec = load_spec(inv)
-    attach(world, spec, say=_say).close()
-    pid = spawn(world.dir, world.kubeconfig, inv)
-    _say(f"✓ GPU simulator keeps the nodes current (pid {pid}, log {world.dir / 'logs' / 'gpu-simulator.log'})")
+    addons.start(world, load_spec(inv), inv, say=_say)
 
 
 def _say(message: str) -> None:
@@ -107,6 +104,14 @@ def status(state_dir: Path | None) -> None:
         extra = f"  ({c.detail})" if c.detail else ""
         where, up_s = f"127.0.0.1:{c.port}", f"{c.uptime_s:.0f} s"
         click.echo(f"{c.name:<23} pid {c.pid:<7} {where:<16} {mark:<18} up {up_s:>7}  {c.log}{extra}")
+    from gpucluster.local import volcano
+    from gpucluster.local.simulator_cli import PID_FILE
+
+    pid_file = world.dir / PID_FILE
+    sim_pid = pid_file.read_text().strip() if pid_file.exists() else ""
+    sim_alive = bool(sim_pid) and Path(f"/proc/{sim_pid}").exists()
+    click.echo(f"{'gpu-simulator':<23} {'pid ' + sim_pid if sim_alive else 'not running'}  (SIMULATED GPUs)")
+    click.echo(f"{'volcano':<23} {'healthy' if volcano.running(world) else 'not running'}")
     click.echo(f"kubeconfig: {world.kubeconfig}")
     if not all(c.healthy for c in report):
         raise SystemExit(1)

@@ -24,7 +24,7 @@ from gpucluster.toolchain.versions import KUBERNETES
 
 #: Files and folders ``up`` creates in the state directory; ``down`` removes exactly these.
 OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml",
-         "gpu-simulator.pid")
+         "gpu-simulator.pid", "volcano.json", "volcano")
 #: Binary (toolchain name) of each component.
 BINARIES = {name: name for name in components.ORDER}
 
@@ -241,9 +241,9 @@ class World:
 
     def _clean(self, state: State | None) -> list[str]:
         """Stop what ``state`` lists (if still ours) and any leftovers; remove owned files."""
-        from gpucluster.local.simulator_cli import stop_spawned
+        from gpucluster.local import addons
 
-        stopped = ["gpu-simulator"] if stop_spawned(self.dir) else []
+        stopped = addons.stop(self)
         stopped += self._stop_all(state) if state else []
         for pid in procs.find_leftovers(self.dir, set(BINARIES.values())):
             procs.stop(pid)
