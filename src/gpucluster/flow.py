@@ -84,7 +84,8 @@ def _stack_state(state_dir: Path | None, env: str) -> Path:
     return Path(base).expanduser() / "stacks" / env
 
 
-def local_world_phase(world_dir: Path | None, spec: Any, *, start: bool, say: Callable[[str], None]) -> Any:
+def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, start: bool,
+                      say: Callable[[str], None]) -> Any:
     """The local-world phase: control plane up (or already up), CRDs, simulated GPU nodes.
 
     Returns the ``World``. ``start=False`` (dry runs, ``down``) only attaches to a running world.
@@ -114,13 +115,27 @@ def local_world_phase(world_dir: Path | None, spec: Any, *, start: bool, say: Ca
         say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")
     else:
         say("operator CRDs not built (`gpucluster tools install crds`): their objects are skipped")
-    try:
-        from gpucluster.local.simulator import attach
-    except ImportError:
-        say("GPU simulator not available in this checkout: no simulated GPU nodes")
-        return world
-    attach(world, spec, say=say).close()
+    _addons(world, spec, inventory, say)
     return world
+
+
+def _addons(world: Any, spec: Any, inventory: Path, say: Callable[[str], None]) -> None:
+    """Simulated GPU nodes (kept current in the background) and Volcano, as `gpucluster local up` does."""
+    from gpucluster.toolchain import ToolMissing
+
+    try:
+        from gpucluster.local import addons
+    except ImportError:  # an older local world: nodes only
+        from gpucluster.local.simulator import attach
+
+        attach(world, spec, say=say).close()
+        return
+    try:
+        addons.start(world, spec, inventory, say=say)
+    except ToolMissing as err:
+        # The nodes are registered before Volcano starts; without its binaries Volcano's Queues
+        # still apply (CRDs) but nothing schedules gangs. Say so rather than fail the whole run.
+        say(f"Volcano not started: {err}")
 
 
 def _programs(plans: dict, kubeconfig: Path | None) -> dict[str, Callable[[], Any]]:
@@ -143,7 +158,10 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     world = None
     if _is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
-            world = local_world_phase(world_dir, spec, start=not dry_run, say=run.console.print)
+            from gpucluster.cli import default_inventory
+
+            world = local_world_phase(world_dir, spec, inventory or default_inventory(), start=not dry_run,
+                                      say=run.console.print)
             if world is None:
                 raise InputError("the local world is not running; a dry run does not start it: run "
                                  "`gpucluster local up` (or `gpucluster up`) first")
@@ -203,7 +221,7 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
     if _is_local(spec) and kubeconfig is None:
         from gpucluster.local.world import World
 
-        world = local_world_phase(world_dir, spec, start=False, say=run.console.print)
+        world = local_world_phase(world_dir, spec, Path("."), start=False, say=run.console.print)
         kubeconfig = world.kubeconfig if world else None
         state = state_dir or World(world_dir).dir / "pulumi"
     else:
