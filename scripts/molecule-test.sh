@@ -15,7 +15,7 @@ export ANSIBLE_INVENTORY_PLUGINS="$repo/plugins/inventory"
 cache="${GPUCLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpucluster}"
 # One apt cache shared by every container: packages are downloaded once per machine.
 export GPUCLUSTER_APT_CACHE="$cache/apt"
-mkdir -p "$GPUCLUSTER_APT_CACHE/archives/partial" "$GPUCLUSTER_APT_CACHE/lists/partial"
+for sub in archives archives-h100 archives-a100 lists; do mkdir -p "$GPUCLUSTER_APT_CACHE/$sub/partial"; done
 GPUCLUSTER_MOLECULE_IMAGE="$("$repo/scripts/molecule-image.sh")"
 export GPUCLUSTER_MOLECULE_IMAGE
 # Air-gapped artifacts built on this machine: the NVIDIA Container Toolkit (Go, cgo) and kubeadm,

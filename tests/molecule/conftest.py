@@ -51,7 +51,7 @@ def molecule_env() -> Iterator[dict[str, str]]:
     env["ANSIBLE_ROLES_PATH"] = str(REPO / "roles")
     env["ANSIBLE_INVENTORY_PLUGINS"] = str(REPO / "plugins" / "inventory")
     apt = _cache() / "apt"
-    for sub in ("archives/partial", "lists/partial"):
+    for sub in ("archives/partial", "archives-h100/partial", "archives-a100/partial", "lists/partial"):
         (apt / sub).mkdir(parents=True, exist_ok=True)
     env["GPUCLUSTER_APT_CACHE"] = str(apt)
     env["GPUCLUSTER_MOLECULE_IMAGE"] = _run_script(str(REPO / "scripts" / "molecule-image.sh"), env=env)
