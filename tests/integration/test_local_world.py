@@ -217,7 +217,8 @@ def test_up_again_changes_nothing_and_status_reports_healthy(lw: LocalWorld) -> 
     assert {n: c.pid for n, c in lw.world.state().components.items()} == before  # type: ignore[union-attr]
     status = CliRunner().invoke(local_cli.local, ["status", "--state-dir", str(lw.state_dir)])
     assert status.exit_code == 0, status.output
-    assert status.output.count("healthy") == 5
+    control_plane = [line for line in status.output.splitlines() if " pid " in line and "127.0.0.1:" in line]
+    assert len(control_plane) == 5 and all(" healthy " in line for line in control_plane), status.output
 
 
 @integration
