@@ -153,7 +153,10 @@ def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, api, lw: Local
 
 
 def _pod(name: str, gpus: int, toleration: bool) -> dict:
-    spec: dict = {"containers": [{"name": "c", "image": "local/none:0",
+    # Tenant namespaces enforce Pod Security "restricted": the pod complies, so quota admission decides.
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                  "seccompProfile": {"type": "RuntimeDefault"}}
+    spec: dict = {"containers": [{"name": "c", "image": "local/none:0", "securityContext": restricted,
                                   "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1",
                                                            "memory": "1Gi"}}}]}
     if toleration:
