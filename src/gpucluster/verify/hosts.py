@@ -50,11 +50,17 @@ def host_checks(spec: ClusterSpec, host: Host, h: Any) -> Iterator[Result]:
         return
     rc, _ = _run(h, "grep -qw '^nouveau' /proc/modules")
     yield compare("host-nouveau", name, "nouveau not loaded", "nouveau loaded" if rc == 0 else "nouveau not loaded")
-    pattern = "'nvidia-container-runtime|enable_cdi *= *true'"
-    rc, runtime = _run(h, f"grep -rhoE {pattern} /etc/containerd 2>/dev/null | sort -u")
-    found = set(runtime.splitlines())
-    want = {"nvidia-container-runtime", "enable_cdi = true"}
-    yield compare("host-containerd", name, sorted(want), sorted({f.replace("  ", " ") for f in found}) or "(none)")
+    # The NVIDIA runtime is registered in containerd's config (a drop-in under /etc/containerd).
+    # CDI is either native (containerd >= 1.7: enable_cdi = true) or, on older containerd such as
+    # Debian 12's 1.6, done by the NVIDIA runtime in cdi mode.
+    rc, _ = _run(h, "grep -rqs 'nvidia-container-runtime' /etc/containerd")
+    runtime = "registered" if rc == 0 else "missing"
+    rc_native, _ = _run(h, "grep -rqsE 'enable_cdi *= *true' /etc/containerd")
+    rc_mode, _ = _run(h, "grep -qsE '^ *mode *= *\"cdi\"' /etc/nvidia-container-runtime/config.toml")
+    cdi = "containerd" if rc_native == 0 else "nvidia runtime cdi mode" if rc_mode == 0 else "off"
+    good = runtime == "registered" and cdi != "off"
+    yield (ok if good else fail)("host-containerd", name, "NVIDIA runtime registered, CDI on",
+                                 f"NVIDIA runtime {runtime}, CDI {cdi}")
     rc, _ = _run(h, "test -e /dev/nvidia0 && command -v nvidia-smi")
     if rc != 0:
         yield skip("host-nvidia-smi", name, "no NVIDIA device on this host (/dev/nvidia0 absent)")
