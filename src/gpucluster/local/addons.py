@@ -21,7 +21,20 @@ def start(world: Any, spec: ClusterSpec, inventory: Path, *, say: Say, keep_curr
     from gpucluster.local.simulator import attach
     from gpucluster.local.simulator_cli import spawn
 
-    attach(world, spec, say=say).close()
+    pending: list[str] = []
+
+    def quiet(message: str) -> None:
+        # Before the platform stack runs, no sharing/MIG config is deployed yet: every GPU node says
+        # so. Collapse that into one line instead of one warning per node.
+        if "ConfigMap not found" in message or "could not be applied" in message:
+            pending.append(message)
+        else:
+            say(message)
+
+    attach(world, spec, say=quiet).close()
+    if pending:
+        say(f"  {len(pending)} node(s) wait for the device-plugin/MIG configs the platform stack deploys "
+            "(advertised unshared until then)")
     if keep_current:
         pid = spawn(world.dir, world.kubeconfig, inventory)
         say(f"✓ GPU simulator keeps the nodes current (pid {pid}, log {world.dir / 'logs' / 'gpu-simulator.log'})")
