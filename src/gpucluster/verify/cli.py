@@ -59,8 +59,9 @@ def verify(inventory: Path | None, kubeconfig: str | None, context: str | None, 
     started = time.perf_counter()
     snap = snapshot.fetch(_kubeconfig(spec.metadata.environment, kubeconfig), context)
     fetched = time.perf_counter()
-    results: list[Result] = cluster.run(spec, snap)
-    results += health.metric_checks(expected.host_states(spec), metrics_url)
+    states = expected.host_states(spec)  # once: the cluster and the metric checks both use it
+    results: list[Result] = cluster.run(spec, snap, states)
+    results += health.metric_checks(states, metrics_url)
     if host_mode != "none":
         from gpucluster.verify import hosts
 

@@ -232,8 +232,9 @@ def alert_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
         yield ok("alert-rules", "monitoring", f"{len(want)} alerts", "all loaded")
 
 
-def run(spec: ClusterSpec, snap: Snapshot) -> list[Result]:
-    states = expected.host_states(spec)
+def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None) -> list[Result]:
+    """Every cluster check; ``states`` (from :func:`expected.host_states`) is computed when not given."""
+    states = states if states is not None else expected.host_states(spec)
     return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
             *daemonset_checks(spec, snap), *tenant_checks(spec, snap), *security_checks(spec, snap),
             *priority_checks(spec, snap), *alert_checks(spec, snap), *pin_checks(spec)]
