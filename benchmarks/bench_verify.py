@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,6 +49,19 @@ def raw_lists(kubeconfig: str) -> float:
     return dt
 
 
+def wait_ready(kubeconfig: str, nodes: int, limit: float = 900) -> float:
+    """Wait (bounded) until ``nodes`` nodes are Ready, so the timed runs check a settled cluster."""
+    t0 = time.perf_counter()
+    while True:
+        ready = sum(1 for n in snapshot.fetch(kubeconfig).nodes
+                    if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", [])))
+        if ready >= nodes:
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > limit:
+            raise SystemExit(f"only {ready} of {nodes} nodes Ready after {limit:.0f}s")
+        time.sleep(5)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--nodes", type=int, default=1000)
@@ -69,8 +83,10 @@ def main() -> int:
                            text=True, check=True, capture_output=True)
             sim = attach(world, spec)
             sim.close()
+            waited = wait_ready(kc, len(spec.hosts))
             gpus = sum(p.gpu.count * len(p.hosts) for p in spec.gpu_pools if p.gpu)
-            print(f"cluster: {args.nodes} simulated nodes, {gpus} GPUs, built in {time.perf_counter() - t0:.1f}s")
+            print(f"cluster: {args.nodes} simulated nodes, {gpus} GPUs, built in {time.perf_counter() - t0:.1f}s "
+                  f"(all Ready after {waited:.1f}s)")
             raw, full = [], []
             for _ in range(args.repeat):
                 raw.append(raw_lists(kc))
@@ -83,6 +99,11 @@ def main() -> int:
             print(f"raw LISTs (nodes + resourceslices): {r:.2f} s")
             print(f"verify (11 LISTs + {len(results)} checks, {fails} failed): {v:.2f} s")
             print(f"ratio verify/raw: {v / r:.2f}x (target <= 2x); verify {'<=' if v <= 5 else '>'} 5 s target")
+            by_check = Counter(r.check for r in results if r.verdict.value == "fail")
+            for check, n in sorted(by_check.items()):
+                example = next(x for x in results if x.check == check and x.verdict.value == "fail")
+                print(f"  failed {check}: {n} (e.g. {example.subject}: expected {example.expected}, "
+                      f"actual {example.actual})")
         finally:
             world.down()
     return 0

@@ -37,10 +37,11 @@ def generate(nodes: int, pools: int = 20) -> dict:
         "metadata": {"name": f"bench-{nodes}"},
         "hosts": hosts,
         "nodePools": node_pools,
-        "dra": {"deviceClasses": [{"name": "gpu-80gi", "selector": {"minMemory": "80Gi"}}],
-                "claimTemplates": [{"name": "one-80gi", "deviceClass": "gpu-80gi"}]},
+        # 80G, not 80Gi: an "80GB" H100 reports 81559 MiB (79.6Gi), see docs/spec-reference.md.
+        "dra": {"deviceClasses": [{"name": "gpu-80g", "selector": {"minMemory": "80G"}}],
+                "claimTemplates": [{"name": "one-80g", "deviceClass": "gpu-80g"}]},
         "tenants": [{"name": f"team-{i}", "quota": {"gpus": 64, "cpu": "256", "memory": "1Ti"},
-                     "claimTemplates": ["one-80gi"]} for i in range(20)],
+                     "claimTemplates": ["one-80g"]} for i in range(20)],
     }
 
 
