@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Run Molecule scenarios the way CI does: every role scenario, then the 3-host site scenario.
+# Run Molecule scenarios the way CI does: every role scenario and the 3-host site scenario, side by
+# side (GPUCLUSTER_MOLECULE_JOBS at a time, default 3). Each scenario's output goes to
+# reports/molecule/<scenario>.log; a summary line per scenario goes to stdout.
 #
 # Usage: scripts/molecule-test.sh [SCENARIO...]   (SCENARIO: a role name, or "site"; default: all)
 # Needs: podman, runc, debootstrap (apt-get install -y podman runc debootstrap) and the project venv.
@@ -13,9 +15,13 @@ export PY_COLORS=0 NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
 export ANSIBLE_ROLES_PATH="$repo/roles"
 export ANSIBLE_INVENTORY_PLUGINS="$repo/plugins/inventory"
 cache="${GPUCLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpucluster}"
-# One apt cache shared by every container: packages are downloaded once per machine.
+# A per-machine apt cache with its own folders per scenario (named in each molecule.yml), so scenarios
+# can run side by side: packages are downloaded once per scenario and machine.
 export GPUCLUSTER_APT_CACHE="$cache/apt"
-for sub in archives archives-h100 archives-a100 lists; do mkdir -p "$GPUCLUSTER_APT_CACHE/$sub/partial"; done
+grep -ohE '[$][{]GPUCLUSTER_APT_CACHE[}]/[^:[:space:]]+' "$repo"/molecule/site/molecule.yml \
+    "$repo"/roles/*/molecule/*/molecule.yml | sort -u | while read -r mount; do
+  mkdir -p "$GPUCLUSTER_APT_CACHE/${mount#*\}/}/partial"
+done
 GPUCLUSTER_MOLECULE_IMAGE="$("$repo/scripts/molecule-image.sh")"
 export GPUCLUSTER_MOLECULE_IMAGE
 # Air-gapped artifacts built on this machine: the NVIDIA Container Toolkit (Go, cgo) and kubeadm,
@@ -33,23 +39,40 @@ export GPUCLUSTER_KUBEADM_IGNORE="${GPUCLUSTER_KUBEADM_IGNORE:-SystemVerificatio
 
 roles=(host_prep container_runtime nvidia_container_toolkit nvidia_driver kubernetes_node mig_host rdma_host)
 scenarios=("$@")
-[[ ${#scenarios[@]} -gt 0 ]] || scenarios=("${roles[@]}" site)
+# The three-host site scenario is the longest: it starts first.
+[[ ${#scenarios[@]} -gt 0 ]] || scenarios=(site "${roles[@]}")
 
-failed=()
-for s in "${scenarios[@]}"; do
-  start=$SECONDS
+logs="$repo/reports/molecule"
+mkdir -p "$logs"
+jobs="${GPUCLUSTER_MOLECULE_JOBS:-3}"
+
+run_one() {
+  local s="$1" start=$SECONDS dir name
   if [[ "$s" == site ]]; then
     dir="$repo" name=site
   else
     dir="$repo/roles/$s" name=default
   fi
-  if (cd "$dir" && molecule -c "$repo/molecule/base.yml" test -s "$name"); then
+  if (cd "$dir" && molecule -c "$repo/molecule/base.yml" test -s "$name") >"$logs/$s.log" 2>&1; then
     echo "molecule-test: $s passed in $((SECONDS - start)) s"
   else
-    echo "molecule-test: $s FAILED after $((SECONDS - start)) s"
-    failed+=("$s")
+    echo "molecule-test: $s FAILED after $((SECONDS - start)) s (log: $logs/$s.log)"
+    return 1
   fi
+}
+
+start=$SECONDS
+for s in "${scenarios[@]}"; do
+  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n || true; done
+  rm -f "$logs/$s.rc"
+  { if run_one "$s"; then echo 0 >"$logs/$s.rc"; else echo 1 >"$logs/$s.rc"; fi; } &
 done
+wait
+failed=()
+for s in "${scenarios[@]}"; do
+  [[ "$(cat "$logs/$s.rc" 2>/dev/null)" == 0 ]] || failed+=("$s")
+done
+echo "molecule-test: ${#scenarios[@]} scenarios in $((SECONDS - start)) s, $jobs at a time"
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "molecule-test: failed: ${failed[*]}" >&2
   exit 1

@@ -58,7 +58,7 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
     k8s = spec.kubernetes
     control_planes = [h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]]
     operator = spec.gpu_operator
-    return {
+    out: dict[str, Any] = {
         "gpucluster_cluster_name": spec.metadata.name,
         "kubernetes_node_version": k8s.version,
         "kubernetes_node_pod_subnet": k8s.pod_subnet,
@@ -70,6 +70,11 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
         "nvidia_driver_managed_by": operator.driver.managed_by,
         "container_runtime_cdi_enabled": operator.cdi,
     }
+    if operator.driver.managed_by == "host":
+        # The spec pins the host driver too (a package version prefix); with the operator managing the
+        # driver, the spec's version is the driver container's and the role default stays unused.
+        out["nvidia_driver_version"] = operator.driver.version
+    return out
 
 
 def host_vars(spec: Any, host: Any, node: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """``gpucluster up`` and ``gpucluster down``: the whole flow in one command.
 
 ``up``: validate the spec → (the local world, when the spec's environment is ``local``) → the
-platform stack → the tenants stack → wait until the cluster has acted on them → a summary. ``down``
+platform stack → the tenants stack → wait until the cluster has acted on them → verify the cluster
+against the spec (the checks of ``gpucluster verify``) → a summary. ``down``
 destroys in reverse order. Each phase is timed; a failure names the phase (and, from the engine, the
 resource), keeps the stack state, and the next run continues from there.
 """
@@ -36,6 +37,8 @@ class Report:
     skipped: list[dict[str, str]] = field(default_factory=list)
     not_ready: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Cluster checks after `up`: counts plus every failed and skipped row (with its reason).
+    verify: dict[str, Any] = field(default_factory=dict)
 
 
 class Runner:
@@ -146,7 +149,8 @@ def _programs(plans: dict, kubeconfig: Path | None) -> dict[str, Callable[[], An
 
 
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
-           world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False) -> Report:
+           world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
+           verify: bool = True) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks)."""
     from gpucluster.cli import _load
 
@@ -170,7 +174,36 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
                                 "plane, the Pulumi engine and the provider are real")
     state = state_dir or (world.dir / "pulumi" if world is not None
                           else _stack_state(None, spec.metadata.name))
-    return _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run)
+    _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run)
+    if verify and not dry_run:
+        with run.phase("verify") as say:
+            report.verify = verify_cluster(spec, kubeconfig)
+            c = report.verify["summary"]
+            say(f"{c['pass']} checks passed, {c['fail']} failed, {c['skip']} skipped")
+    return report
+
+
+def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0) -> dict[str, Any]:
+    """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
+
+    Simulated or real node agents act on what the stacks just applied a little later, so a failing
+    check is looked at again every 2 s for up to ``settle_s`` before it counts. Returns the counts
+    and every failed or skipped row.
+    """
+    from gpucluster import expected
+    from gpucluster.verify import cluster, report, snapshot
+    from gpucluster.verify.model import Verdict
+
+    states = expected.host_states(spec)
+    deadline = time.monotonic() + settle_s
+    while True:
+        results = cluster.run(spec, snapshot.fetch(str(kubeconfig) if kubeconfig else None), states)
+        failed = any(r.verdict is Verdict.failed for r in results)
+        if not failed or time.monotonic() >= deadline:
+            break
+        time.sleep(2)
+    return {"summary": report.counts(results),
+            "problems": [r.to_dict() for r in results if r.verdict is not Verdict.passed]}
 
 
 def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, state: Path, *,
@@ -274,6 +307,19 @@ def print_report(report: Report, output: str) -> None:
         console.print(f"[yellow]not installed[/yellow] ({s['stack']}) {s['what']}: {s['reason']}")
     for item in report.not_ready:
         console.print(f"[yellow]not ready[/yellow] {item}")
+    if report.verify:
+        c = report.verify["summary"]
+        console.print(f"verify: {c['pass']} checks passed, {c['fail']} failed, {c['skip']} skipped "
+                      "(`gpucluster verify` shows every row)")
+        skips: dict[tuple[str, str], int] = {}
+        for p in report.verify["problems"]:
+            if p["verdict"] == "fail":
+                console.print(f"[red]failed[/red] {p['check']} {p['subject']}: expected {p['expected']}, "
+                              f"actual {p['actual']}", soft_wrap=True)
+            else:
+                skips[(p["check"], p["reason"])] = skips.get((p["check"], p["reason"]), 0) + 1
+        for (check, reason), n in sorted(skips.items()):
+            console.print(f"[yellow]skipped[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}", soft_wrap=True)
     for note in report.notes:
         console.print(f"note: {note}")
 
@@ -300,13 +346,17 @@ def _options(f: Callable) -> Callable:
 @click.command("up")
 @_options
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
+@click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-       kubeconfig: Path | None, dry_run: bool) -> None:
-    """Bring the cluster to the spec: local world (local inventory), platform and tenants stacks."""
+       kubeconfig: Path | None, dry_run: bool, no_verify: bool) -> None:
+    """Bring the cluster to the spec: local world (local inventory), platform and tenants stacks, verify.
+
+    Exit 1 when an object did not become ready or a cluster check failed.
+    """
     report = run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
-                    kubeconfig=kubeconfig, quiet=output == "json")
+                    kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify)
     print_report(report, output)
-    if report.not_ready:
+    if report.not_ready or (report.verify and report.verify["summary"]["fail"]):
         raise click.exceptions.Exit(1)
 
 

@@ -2,7 +2,8 @@
 
 Runs in file order on one local world: cold ``up`` → converged re-run (0 changes) → one tenant's
 GPU quota raised (exactly 1 update) → quota admission and taints at work → the probe chart installed
-from a local path with the stack's values → ``down`` leaves nothing behind. Needs the toolchain
+from a local path with the stack's values → a DeviceClass that matches no device fails ``up``'s verify
+step → ``down`` leaves nothing behind. Needs the toolchain
 (local world + ``pulumi`` + ``pulumi-resource-kubernetes``); skipped with the reason otherwise
 (GPUCLUSTER_REQUIRE_TOOLS=1 fails instead).
 """
@@ -124,7 +125,12 @@ def test_cold_up_creates_every_non_chart_object(cold, api, lw: LocalWorld):
     assert len(rels) == len(render(load_spec(LOCAL)).releases)
     assert all("unreachable" in s["reason"] for s in rels)
     assert not report.not_ready
-    print(f"cold up: {seconds:.1f} s")
+    # `up` ends with the cluster checks of `gpucluster verify`: all pass; skips carry their reason.
+    summary = report.verify["summary"]
+    assert summary["fail"] == 0, [p for p in report.verify["problems"] if p["verdict"] == "fail"]
+    assert summary["pass"] >= 4 * len(load_spec(LOCAL).hosts)  # ready, capacity, allocatable, labels per node
+    assert all(p["reason"] for p in report.verify["problems"])
+    print(f"cold up: {seconds:.1f} s; verify {summary}")
 
 
 def test_second_up_reports_no_changes(cold, lw: LocalWorld):
@@ -228,6 +234,22 @@ def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, api,
     values = json.loads(cm["data"]["values.json"])
     assert {k: values[k] for k in volcano.values} == volcano.values
     assert not [s for s in report.skipped if s["what"].startswith("release volcano")]
+
+
+def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: LocalWorld, tmp_path):
+    _, state, _ = cold
+
+    def unmatched_class(data):
+        data["tenants"][0]["quota"]["gpus"] = 24  # keep the earlier tests' state
+        data.setdefault("scheduling", {}).setdefault("volcano", {})["chart"] = {
+            "repository": str(CHARTS), "chart": "gpucluster-probe", "version": "0.1.0"}
+        data["dra"]["deviceClasses"].append({"name": "gpu-1ti", "selector": {"minMemory": "1Ti"}})
+
+    report = run_up(_variant(tmp_path, "unmatched-class", unmatched_class), world_dir=lw.state_dir,
+                    state_dir=state, quiet=True)
+    assert _counts(report, "platform")["created"] == 1  # the DeviceClass
+    failed = [(p["check"], p["subject"]) for p in report.verify["problems"] if p["verdict"] == "fail"]
+    assert failed == [("deviceclass-matches", "deviceclass/gpu-1ti")]
 
 
 def test_down_removes_everything_it_created(cold, api, lw: LocalWorld):

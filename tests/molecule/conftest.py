@@ -11,10 +11,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from molecule_helpers import apt_cache_dirs, molecule, scenario_env
 
 REPO = Path(__file__).resolve().parents[2]
 # Preflight checks a podman container on this machine cannot pass (docs/host-layer.md): no registry
@@ -51,8 +54,8 @@ def molecule_env() -> Iterator[dict[str, str]]:
     env["ANSIBLE_ROLES_PATH"] = str(REPO / "roles")
     env["ANSIBLE_INVENTORY_PLUGINS"] = str(REPO / "plugins" / "inventory")
     apt = _cache() / "apt"
-    for sub in ("archives/partial", "archives-h100/partial", "archives-a100/partial", "lists/partial"):
-        (apt / sub).mkdir(parents=True, exist_ok=True)
+    for sub in apt_cache_dirs():
+        (apt / sub / "partial").mkdir(parents=True, exist_ok=True)
     env["GPUCLUSTER_APT_CACHE"] = str(apt)
     env["GPUCLUSTER_MOLECULE_IMAGE"] = _run_script(str(REPO / "scripts" / "molecule-image.sh"), env=env)
     env["GPUCLUSTER_KUBEADM_IGNORE"] = KUBEADM_IGNORE
@@ -76,3 +79,30 @@ def k8s_bin_dir() -> Iterator[str]:
         for name in names:
             os.symlink(paths[name], os.path.join(tmp, name))
         yield tmp
+
+
+@pytest.fixture(scope="session")
+def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[dict[str, Future]]:
+    """`molecule test` for every selected scenario, GPUCLUSTER_MOLECULE_JOBS (default 3) at a time.
+
+    Scenarios share nothing on the host (own containers, own apt folders), and most of a scenario's
+    time is spent waiting on podman and apt, so running them side by side roughly halves the wall time
+    on a 2-core machine. Each scenario's full output goes to reports/molecule/<scenario>.log.
+    """
+    selected = [item.callspec.params["scenario"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_molecule_scenario"]
+    # The three-host site scenario is the longest: start it first so it does not finish last.
+    order = sorted(dict.fromkeys(selected), key=lambda s: s != "site")
+    envs = {s: scenario_env(s, molecule_env, request) for s in order}  # builds shared artifacts once, up front
+    logs = REPO / "reports" / "molecule"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    def run(scenario: str) -> tuple[subprocess.CompletedProcess, float]:
+        start = time.monotonic()
+        proc = molecule(envs[scenario], scenario, "test", timeout=2400)
+        (logs / f"{scenario}.log").write_text(proc.stdout + proc.stderr)
+        return proc, time.monotonic() - start
+
+    jobs = max(1, int(os.environ.get("GPUCLUSTER_MOLECULE_JOBS", "3")))
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="molecule") as pool:
+        yield {s: pool.submit(run, s) for s in order}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,13 @@ ROLES = ("host_prep", "container_runtime", "nvidia_container_toolkit", "nvidia_d
 # Scenarios that need artifacts beyond the image.
 NEEDS_NCT = {"nvidia_container_toolkit", "site"}
 NEEDS_K8S = {"kubernetes_node", "site"}
+
+
+def apt_cache_dirs() -> list[str]:
+    """The apt folders (relative to $GPUCLUSTER_APT_CACHE) that the scenarios' molecule.yml mount."""
+    files = [REPO / "molecule" / "site" / "molecule.yml", *REPO.glob("roles/*/molecule/*/molecule.yml")]
+    found = {m for f in files for m in re.findall(r"\$\{GPUCLUSTER_APT_CACHE\}/([^:\s]+):", f.read_text())}
+    return sorted(found)
 
 
 def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.FixtureRequest) -> dict[str, str]:

@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_spec_reference_is_current():
     on_disk = (REPO / "docs" / "spec-reference.md").read_text()
-    assert on_disk == markdown(), "docs/spec-reference.md is stale: run `gpucluster spec-reference -o docs/spec-reference.md`"
+    assert on_disk == markdown(), \
+        "docs/spec-reference.md is stale: run `gpucluster spec-reference -o docs/spec-reference.md`"
 
 
 def test_reference_names_every_top_level_key():

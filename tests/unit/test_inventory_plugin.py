@@ -89,6 +89,22 @@ def test_mig_managed_by_host_and_feature_gates(tmp_path):
     assert hostvars(inv, "cp-1")["kubernetes_node_feature_gates"] == {"DRAAdminAccess": True}
 
 
+def test_host_managed_driver_version_comes_from_the_spec(tmp_path, local_inv):
+    # Operator-managed (the local inventory): the role default applies, the spec's version is the
+    # driver container's.
+    assert "nvidia_driver_version" not in hostvars(local_inv, "h100-1")
+    text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
+    assert "gpuOperator:" in text
+    text = text.replace("gpuOperator:", 'gpuOperator:\n  driver: {managedBy: host, version: "535.247.01"}', 1)
+    (tmp_path / "cluster.yaml").write_text(text)
+    shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
+    proc = inventory(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    hv = hostvars(json.loads(proc.stdout), "h100-1")
+    assert hv["nvidia_driver_managed_by"] == "host"
+    assert hv["nvidia_driver_version"] == "535.247.01"
+
+
 def test_broken_spec_fails_with_the_spec_message(tmp_path):
     (tmp_path / "cluster.yaml").write_text(
         "apiVersion: gpucluster.dev/v1alpha1\nkind: Cluster\nmetadata: {name: x}\n"

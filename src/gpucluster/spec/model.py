@@ -243,7 +243,12 @@ class Driver(Model):
     managed_by: Literal["operator", "host"] = Field(
         default="operator", description="operator: the GPU Operator's driver container; host: Ansible installs it."
     )
-    version: str = Field(default=versions.NVIDIA_DRIVER, description="Pinned driver version.")
+    version: str = Field(
+        default=versions.NVIDIA_DRIVER,
+        description="Pinned driver version. operator: the driver container's version; host: the package "
+        "version (prefix) Ansible installs, e.g. \"535\" or \"535.247.01\" on Debian 12 (non-free carries "
+        "the 535 series only).",
+    )
 
 
 class DcgmExporter(Model):

@@ -1,0 +1,71 @@
+"""`gpucluster verify`'s host checks on the converged site hosts, and each check failing on its fault.
+
+These are the product's checks (gpucluster.verify.hosts), run through testinfra's podman backend
+against the three systemd hosts the site playbook just converged. Faults are injected on one host and
+undone at once, so the hosts stay as converged.
+"""
+
+from pathlib import Path
+
+import pytest
+import testinfra
+
+from gpucluster.spec import load_spec
+from gpucluster.verify.hosts import host_checks
+from gpucluster.verify.model import Verdict
+
+SPEC = load_spec(Path(__file__).resolve().parent.parent / "inventory")
+H100 = "gpuc-site-h100"
+SYSCTL_FILE = "/etc/sysctl.d/90-gpucluster-kubernetes.conf"
+CRI_DROPIN = "/etc/containerd/conf.d/10-gpucluster-cri.toml"
+
+
+def run_checks(name: str) -> list:
+    return list(host_checks(SPEC, SPEC.host(name), testinfra.get_host(f"podman://{name}")))
+
+
+def failed(results: list) -> set[tuple[str, str]]:
+    return {(r.check, r.subject) for r in results if r.verdict is Verdict.failed}
+
+
+# kubeadm init/join cannot run in these containers (no registry for the control-plane images), so
+# kubelet is installed and enabled but has no node config and is not active: verify says so.
+NOT_JOINED = "host-kubelet"
+
+
+@pytest.mark.parametrize("name", [h.name for h in SPEC.hosts])
+def test_host_checks_pass_on_converged_hosts(name):
+    results = run_checks(name)
+    assert {c for c, _ in failed(results)} <= {NOT_JOINED}, [r for r in results if r.verdict is Verdict.failed]
+    passed = {r.check for r in results if r.verdict is Verdict.passed}
+    assert {"host-swap", "host-sysctl", "host-modules"} <= passed
+    pool = SPEC.pool_of(name)
+    if pool and pool.gpu:
+        assert {"host-nouveau", "host-containerd"} <= passed
+        smi = next(r for r in results if r.check == "host-nvidia-smi")
+        assert smi.verdict is Verdict.skipped and "no NVIDIA device" in smi.reason
+
+
+def test_reverted_sysctl_fails_host_sysctl():
+    host = testinfra.get_host(f"podman://{H100}")
+    before = failed(run_checks(H100))
+    host.run_expect([0], f"cp {SYSCTL_FILE} /root/sysctl.bak && "
+                         f"sed -i 's/^net.ipv4.ip_forward *= *1/net.ipv4.ip_forward = 0/' {SYSCTL_FILE}")
+    try:
+        after = failed(run_checks(H100))
+    finally:
+        host.run_expect([0], f"mv /root/sysctl.bak {SYSCTL_FILE}")
+    assert after - before == {("host-sysctl", f"{H100}/net.ipv4.ip_forward")}
+    assert failed(run_checks(H100)) == before
+
+
+def test_removed_nvidia_dropin_fails_host_containerd():
+    host = testinfra.get_host(f"podman://{H100}")
+    before = failed(run_checks(H100))
+    host.run_expect([0], f"mv {CRI_DROPIN} /root/cri.bak")
+    try:
+        after = failed(run_checks(H100))
+    finally:
+        host.run_expect([0], f"mv /root/cri.bak {CRI_DROPIN}")
+    assert after - before == {("host-containerd", H100)}
+    assert failed(run_checks(H100)) == before
