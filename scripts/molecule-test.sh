@@ -14,6 +14,8 @@ export CONTAINERS_CONF="$repo/molecule/containers.conf"
 export PY_COLORS=0 NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
 export ANSIBLE_ROLES_PATH="$repo/roles"
 export ANSIBLE_INVENTORY_PLUGINS="$repo/plugins/inventory"
+# Pipelining over podman (molecule/plugins/connection/podman.py): one podman exec per task.
+export ANSIBLE_CONNECTION_PLUGINS="$repo/molecule/plugins/connection"
 cache="${GPUCLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpucluster}"
 # A per-machine apt cache with its own folders per scenario (named in each molecule.yml), so scenarios
 # can run side by side: packages are downloaded once per scenario and machine.

@@ -241,3 +241,39 @@ def test_unreachable_cluster_is_exit_2(tmp_path, capsys):
     code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(kc)])
     err = capsys.readouterr().err
     assert code == 2 and "cannot reach the API server" in err and "Traceback" not in err
+
+
+def _suite(lw: LocalWorld, tmp_path: Path) -> tuple[int, dict[str, str]]:
+    """`pytest --pyargs gpucluster.verify.suite.test_cluster` in a subprocess: exit code, verdict per test id."""
+    import sys
+    from xml.etree import ElementTree as ET
+
+    junit = tmp_path / "suite.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+                           "gpucluster.verify.suite.test_cluster", "--gpucluster-inventory", str(LOCAL),
+                           "--gpucluster-kubeconfig", str(lw.kubeconfig), f"--junitxml={junit}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert junit.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    verdicts = {}
+    for case in ET.parse(junit).iter("testcase"):
+        kind = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
+        verdicts[case.get("name").removeprefix("test_cluster[").removesuffix("]")] = kind
+    return proc.returncode, verdicts
+
+
+def test_plain_pytest_suite_runs_the_same_checks(deployed, tmp_path, capsys):
+    """The checks as a pytest suite (the `pytest11` plugin): one test per row, the same verdicts."""
+    lw, _sim, _ = deployed
+    code, verdicts = _suite(lw, tmp_path)
+    _, data = verify(lw, tmp_path, capsys)
+    assert code == 0, [k for k, v in verdicts.items() if v != "passed"]
+    assert len(verdicts) == len(data["results"])
+    assert {k for k, v in verdicts.items() if v == "skipped"} == {
+        f"{r['check']}[{r['subject']}]" for r in data["results"] if r["verdict"] == "skip"}
+    kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu-")
+    try:
+        code, verdicts = _suite(lw, tmp_path)
+    finally:
+        kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu=present:NoSchedule")
+    assert code == 1
+    assert {k for k, v in verdicts.items() if v == "failure"} == {"node-taints[h200-1]"}

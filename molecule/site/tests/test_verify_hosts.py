@@ -5,7 +5,10 @@ against the three systemd hosts the site playbook just converged. Faults are inj
 undone at once, so the hosts stay as converged.
 """
 
+import subprocess
+import sys
 from pathlib import Path
+from xml.etree import ElementTree as ET
 
 import pytest
 import testinfra
@@ -14,7 +17,8 @@ from gpucluster.spec import load_spec
 from gpucluster.verify.hosts import host_checks
 from gpucluster.verify.model import Verdict
 
-SPEC = load_spec(Path(__file__).resolve().parent.parent / "inventory")
+INVENTORY = Path(__file__).resolve().parent.parent / "inventory"
+SPEC = load_spec(INVENTORY)
 H100 = "gpuc-site-h100"
 SYSCTL_FILE = "/etc/sysctl.d/90-gpucluster-kubernetes.conf"
 CRI_DROPIN = "/etc/containerd/conf.d/10-gpucluster-cri.toml"
@@ -69,3 +73,22 @@ def test_removed_nvidia_dropin_fails_host_containerd():
         host.run_expect([0], f"mv /root/cri.bak {CRI_DROPIN}")
     assert after - before == {("host-containerd", H100)}
     assert failed(run_checks(H100)) == before
+
+
+def test_plain_pytest_host_suite_on_the_site_hosts(tmp_path):
+    """The same checks as a pytest-testinfra suite (`--hosts`): nothing but kubelet (not joined) fails."""
+    junit = tmp_path / "hosts.xml"
+    hosts = ",".join(f"podman://{h.name}" for h in SPEC.hosts)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+                           "gpucluster.verify.suite.test_hosts", f"--hosts={hosts}",
+                           "--gpucluster-inventory", str(INVENTORY), f"--junitxml={junit}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    assert junit.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    cases = {c.get("name"): next((x.tag for x in c if x.tag in ("failure", "error", "skipped")), "passed")
+             for c in ET.parse(junit).iter("testcase")}
+    failed = sorted(name for name, verdict in cases.items() if verdict in ("failure", "error"))
+    assert proc.returncode == (1 if failed else 0), proc.stdout[-3000:]
+    assert all("host-kubelet" in name for name in failed), failed
+    for h in SPEC.hosts:
+        assert any(h.name in name and "host-sysctl" in name and verdict == "passed"
+                   for name, verdict in cases.items()), cases

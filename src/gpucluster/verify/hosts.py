@@ -16,6 +16,9 @@ from gpucluster.verify.model import Result, compare, fail, ok, skip
 SYSCTLS = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1",
            "net.bridge.bridge-nf-call-ip6tables": "1"}
 MODULES = ("overlay", "br_netfilter")
+# Every check family host_checks can yield, in order (the pytest suite has one test per family).
+HOST_CHECKS = ("host-swap", "host-sysctl", "host-modules", "host-nouveau", "host-containerd", "host-nvidia-smi",
+               "host-nvidia-module", "host-kubelet", "host-rdma")
 
 
 def _run(h: Any, cmd: str) -> tuple[int, str]:

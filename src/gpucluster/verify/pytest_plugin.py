@@ -1,0 +1,84 @@
+"""pytest plugin (entry point ``pytest11``): run ``gpucluster verify``'s checks as plain pytest tests.
+
+    pytest --pyargs gpucluster.verify.suite.test_cluster --gpucluster-inventory inventories/lab \\
+        --gpucluster-kubeconfig ~/.kube/lab --junitxml reports/verify.xml
+    pytest --pyargs gpucluster.verify.suite.test_hosts --gpucluster-inventory inventories/lab \\
+        --hosts ansible://all --ansible-inventory inventories/lab
+
+One test per cluster check row (``check[subject]``) and one per host check family and host, so a CI
+report shows exactly what failed. The options do nothing unless the suite is collected.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucluster.errors import GpuclusterError
+
+_SPEC = pytest.StashKey[Any]()
+_CLUSTER = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpucluster", "gpucluster verify suite (gpucluster.verify.suite)")
+    group.addoption("--gpucluster-inventory", default=os.environ.get("GPUCLUSTER_INVENTORY"),
+                    help="Inventory folder with cluster.yaml (default: $GPUCLUSTER_INVENTORY).")
+    group.addoption("--gpucluster-kubeconfig", default=None,
+                    help="Kubeconfig of the cluster (default: the local world's for the local inventory, "
+                         "else $KUBECONFIG).")
+    group.addoption("--gpucluster-context", default=None, help="Kubeconfig context.")
+
+
+def _stop(message: str) -> None:
+    """Bad input stops collection with one line naming the problem and exit code 2 (as `gpucluster verify`)."""
+    __tracebackhide__ = True
+    pytest.exit(f"gpucluster suite: {message}", returncode=2)
+
+
+def spec_of(config: pytest.Config) -> Any:
+    """The validated spec named by --gpucluster-inventory (loaded once); a bad one stops the session."""
+    __tracebackhide__ = True
+    if _SPEC not in config.stash:
+        from gpucluster.spec import load_spec
+
+        inventory = config.getoption("--gpucluster-inventory")
+        if not inventory:
+            _stop("pass --gpucluster-inventory inventories/<env> (or set GPUCLUSTER_INVENTORY)")
+        problem = ""
+        try:
+            config.stash[_SPEC] = load_spec(Path(inventory))
+        except GpuclusterError as err:
+            problem = str(err)
+        if problem:
+            _stop(problem)
+    return config.stash[_SPEC]
+
+
+def cluster_results(config: pytest.Config) -> list:
+    """Every cluster and DRA check row, from one snapshot (11 LISTs) of the cluster."""
+    __tracebackhide__ = True
+    if _CLUSTER not in config.stash:
+        from gpucluster.verify import cluster, snapshot
+        from gpucluster.verify.cli import _kubeconfig
+
+        spec = spec_of(config)
+        problem = ""
+        try:
+            kubeconfig = _kubeconfig(spec.metadata.environment, config.getoption("--gpucluster-kubeconfig"))
+            snap = snapshot.fetch(kubeconfig, config.getoption("--gpucluster-context"))
+            config.stash[_CLUSTER] = cluster.run(spec, snap)
+        except GpuclusterError as err:
+            problem = str(err)
+        if problem:
+            _stop(problem)
+    return config.stash[_CLUSTER]
+
+
+@pytest.fixture(scope="session")
+def gpucluster_spec(pytestconfig: pytest.Config) -> Any:
+    """The cluster spec the suite checks against."""
+    return spec_of(pytestconfig)

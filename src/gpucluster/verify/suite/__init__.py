@@ -1,0 +1,1 @@
+"""``gpucluster verify`` as a pytest suite (see :mod:`gpucluster.verify.pytest_plugin`)."""

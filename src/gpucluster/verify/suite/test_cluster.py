@@ -1,0 +1,23 @@
+"""Cluster checks through the Kubernetes API, one test per check row: ``test_cluster[check[subject]]``."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucluster.verify.model import Verdict
+from gpucluster.verify.pytest_plugin import cluster_results
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    __tracebackhide__ = True
+    if "row" in metafunc.fixturenames:
+        rows = cluster_results(metafunc.config)
+        metafunc.parametrize("row", rows, ids=[f"{r.check}[{r.subject}]" for r in rows])
+
+
+def test_cluster(row) -> None:
+    if row.verdict is Verdict.skipped:
+        pytest.skip(row.reason)
+    assert row.verdict is Verdict.passed, (
+        f"{row.check} {row.subject}: expected {row.expected}, actual {row.actual}"
+        + (f" ({row.reason})" if row.reason else ""))
