@@ -31,6 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Kubeconfig of the cluster (default: the local world's for the local inventory, "
                          "else $KUBECONFIG).")
     group.addoption("--gpucluster-context", default=None, help="Kubeconfig context.")
+    group.addoption("--gpucluster-metrics-url", action="append", default=[],
+                    help="DCGM exporter (or federate) endpoint for the XID/ECC health checks (repeatable).")
 
 
 def _stop(message: str) -> None:
@@ -59,10 +61,11 @@ def spec_of(config: pytest.Config) -> Any:
 
 
 def cluster_results(config: pytest.Config) -> list:
-    """Every cluster and DRA check row, from one snapshot (11 LISTs) of the cluster."""
+    """Every row `gpucluster verify` shows without --hosts: one snapshot (11 LISTs) plus DCGM metrics."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
-        from gpucluster.verify import cluster, snapshot
+        from gpucluster import expected
+        from gpucluster.verify import cluster, health, snapshot
         from gpucluster.verify.cli import _kubeconfig
 
         spec = spec_of(config)
@@ -70,7 +73,9 @@ def cluster_results(config: pytest.Config) -> list:
         try:
             kubeconfig = _kubeconfig(spec.metadata.environment, config.getoption("--gpucluster-kubeconfig"))
             snap = snapshot.fetch(kubeconfig, config.getoption("--gpucluster-context"))
-            config.stash[_CLUSTER] = cluster.run(spec, snap)
+            states = expected.host_states(spec)
+            metrics = tuple(config.getoption("--gpucluster-metrics-url"))
+            config.stash[_CLUSTER] = [*cluster.run(spec, snap, states), *health.metric_checks(states, metrics)]
         except GpuclusterError as err:
             problem = str(err)
         if problem:
