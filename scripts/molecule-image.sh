@@ -13,7 +13,7 @@ set -euo pipefail
 SUITE=bookworm
 PACKAGES=python3,python3-apt,systemd,systemd-sysv,sudo,ca-certificates,dbus,apt-utils,gnupg,kmod,procps,iproute2
 # Bump when the recipe changes in a way the hash below cannot see.
-RECIPE_VERSION=1
+RECIPE_VERSION=2
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$here/molecule/containers.conf}"
@@ -58,6 +58,12 @@ if [[ ! -s "$tarball" ]]; then
     || { tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
   # Smaller image, and no stale package lists: roles run apt-get update themselves.
   rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb "$work/rootfs/var/lib/apt/lists/"*
+  # Disposable test hosts: dpkg need not fsync every file, and skips docs, man pages and translations
+  # (the roles' outcomes live in /etc, /usr/bin and systemd). Package installs get about twice as fast.
+  printf '%s\n' force-unsafe-io >"$work/rootfs/etc/dpkg/dpkg.cfg.d/gpucluster-test-image"
+  printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/locale/*' \
+    'path-exclude=/usr/share/info/*' >>"$work/rootfs/etc/dpkg/dpkg.cfg.d/gpucluster-test-image"
+  printf '%s\n' 'Acquire::Languages "none";' >"$work/rootfs/etc/apt/apt.conf.d/90gpucluster-test-image"
   # Units that cannot work in a container and only slow boot or fail.
   for unit in systemd-remount-fs.service getty@tty1.service; do
     ln -sf /dev/null "$work/rootfs/etc/systemd/system/$unit"

@@ -44,3 +44,16 @@ def molecule(env: dict[str, str], scenario: str, *args: str, timeout: int = 1200
 
 def tail(proc: subprocess.CompletedProcess, chars: int = 6000) -> str:
     return (proc.stdout + proc.stderr)[-chars:]
+
+
+def after_scenario_run(runs: dict, scenario: str) -> None:
+    """Wait until the side-by-side `molecule test` of ``scenario`` (conftest's ``scenario_runs``) is over.
+
+    A failure-mode test reuses that scenario's containers, so it runs after it, while the other
+    scenarios go on. The run's own verdict is test_scenarios.py's business, not this test's.
+    """
+    if scenario in runs:
+        try:
+            runs[scenario].result()
+        except Exception:  # reported by the scenario's own test
+            pass

@@ -13,7 +13,7 @@ import platform
 import subprocess
 
 import pytest
-from molecule_helpers import molecule, scenario_env, tail
+from molecule_helpers import after_scenario_run, molecule, scenario_env, tail
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow]
 
@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.molecule, pytest.mark.slow]
         ("container_runtime", "container_runtime_systemd_cgroup=false", "test_systemd_cgroup"),
     ],
 )
-def test_verify_fails_when_a_variable_is_flipped(scenario, flip, caught_by, molecule_env, request):
+def test_verify_fails_when_a_variable_is_flipped(scenario, flip, caught_by, molecule_env, scenario_runs, request):
     env = scenario_env(scenario, molecule_env, request)
+    after_scenario_run(scenario_runs, scenario)
     try:
         molecule(env, scenario, "destroy")
         converge = molecule(env, scenario, "converge", "--", "-e", flip)
@@ -39,8 +40,9 @@ def test_verify_fails_when_a_variable_is_flipped(scenario, flip, caught_by, mole
         molecule(env, scenario, "destroy")
 
 
-def test_header_mismatch_fails_before_installing(molecule_env, request):
+def test_header_mismatch_fails_before_installing(molecule_env, scenario_runs, request):
     env = scenario_env("site", molecule_env, request)
+    after_scenario_run(scenario_runs, "site")
     kernel = platform.release()  # the containers run on this kernel
     try:
         molecule(env, "site", "destroy")
