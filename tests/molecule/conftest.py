@@ -100,8 +100,10 @@ def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) 
     def run(scenario: str) -> tuple[subprocess.CompletedProcess, float]:
         start = time.monotonic()
         proc = molecule(envs[scenario], scenario, "test", timeout=2400)
-        (logs / f"{scenario}.log").write_text(proc.stdout + proc.stderr)
-        return proc, time.monotonic() - start
+        seconds = time.monotonic() - start
+        head = f"# molecule test -s {scenario}: rc {proc.returncode} in {seconds:.0f} s\n"
+        (logs / f"{scenario}.log").write_text(head + proc.stdout + proc.stderr)
+        return proc, seconds
 
     jobs = max(1, int(os.environ.get("GPUCLUSTER_MOLECULE_JOBS", "3")))
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="molecule") as pool:

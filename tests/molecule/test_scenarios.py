@@ -16,9 +16,8 @@ pytestmark = [pytest.mark.molecule, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("scenario", [*ROLES, "site"])
-def test_molecule_scenario(scenario, scenario_runs, record_property):
+def test_molecule_scenario(scenario, scenario_runs):
     proc, seconds = scenario_runs[scenario].result()
-    record_property("molecule_seconds", round(seconds))
     print(f"molecule test -s {scenario}: rc {proc.returncode} in {seconds:.0f} s")
     assert proc.returncode == 0, f"molecule test -s {scenario} failed:\n{tail(proc)}"
     out = proc.stdout + proc.stderr
