@@ -49,6 +49,8 @@ class Runner:
 
         self.report = report
         self.console = Console(stderr=True, highlight=False, quiet=quiet)
+        # Set inside a phase that completes but found a problem (e.g. failed checks): shown as ✗.
+        self.problem = ""
 
     @contextmanager
     def phase(self, name: str) -> Iterator[Callable[[str], None]]:
@@ -63,7 +65,11 @@ class Runner:
                 raise failed from None
         seconds = time.monotonic() - start
         self.report.phases.append({"phase": name, "seconds": round(seconds, 2)})
-        self.console.print(f"[green]✓[/green] {name} ({seconds:.1f} s)")
+        if self.problem:
+            self.console.print(f"[red]✗ {name}[/red] ({seconds:.1f} s): {self.problem}")
+            self.problem = ""
+        else:
+            self.console.print(f"[green]✓[/green] {name} ({seconds:.1f} s)")
 
 
 @dataclass
@@ -180,6 +186,8 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
             report.verify = verify_cluster(spec, kubeconfig)
             c = report.verify["summary"]
             say(f"{c['pass']} checks passed, {c['fail']} failed, {c['skip']} skipped")
+            if c["fail"]:
+                run.problem = f"{c['fail']} check(s) failed"
     return report
 
 

@@ -40,3 +40,14 @@ def test_passing_checks_exit_0_and_no_verify_skips_them(monkeypatch, capsys):
     assert "verify: 40 checks passed, 0 failed, 2 skipped" in capsys.readouterr().out
     assert entrypoint(["up", "--no-verify"]) == 0
     assert seen["verify"] is False
+
+
+def test_a_phase_with_failed_checks_is_marked_failed(capsys):
+    run = flow.Runner(flow.Report("lab", "up"), quiet=False)
+    with run.phase("verify"):
+        run.problem = "1 check(s) failed"
+    with run.phase("readiness"):
+        pass
+    err = capsys.readouterr().err
+    assert "✗ verify" in err and "1 check(s) failed" in err
+    assert "✓ readiness" in err
