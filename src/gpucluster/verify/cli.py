@@ -51,17 +51,14 @@ def verify(inventory: Path | None, kubeconfig: str | None, context: str | None, 
     if show_checklist:
         click.echo("\n".join(checklist.lines()))
         return
-    from gpucluster import expected
     from gpucluster.cli import _load
-    from gpucluster.verify import cluster, health, snapshot
+    from gpucluster.verify import cluster, snapshot
 
     spec = _load(inventory)
     started = time.perf_counter()
     snap = snapshot.fetch(_kubeconfig(spec.metadata.environment, kubeconfig), context)
     fetched = time.perf_counter()
-    states = expected.host_states(spec)  # once: the cluster and the metric checks both use it
-    results: list[Result] = cluster.run(spec, snap, states)
-    results += health.metric_checks(states, metrics_url)
+    results: list[Result] = cluster.rows(spec, snap, metrics_url)
     if host_mode != "none":
         from gpucluster.verify import hosts
 

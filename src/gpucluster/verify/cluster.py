@@ -238,3 +238,14 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
     return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
             *daemonset_checks(spec, snap), *tenant_checks(spec, snap), *security_checks(spec, snap),
             *priority_checks(spec, snap), *alert_checks(spec, snap), *pin_checks(spec)]
+
+
+def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = ()) -> list[Result]:
+    """Every row `gpucluster verify` shows without --hosts: the cluster checks and the DCGM metric checks.
+
+    The CLI and the pytest suite both call this, so they report the same rows.
+    """
+    from gpucluster.verify import health
+
+    states = expected.host_states(spec)  # once: the cluster and the metric checks both use it
+    return [*run(spec, snap, states), *health.metric_checks(states, metrics_urls)]

@@ -64,8 +64,7 @@ def cluster_results(config: pytest.Config) -> list:
     """Every row `gpucluster verify` shows without --hosts: one snapshot (11 LISTs) plus DCGM metrics."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
-        from gpucluster import expected
-        from gpucluster.verify import cluster, health, snapshot
+        from gpucluster.verify import cluster, snapshot
         from gpucluster.verify.cli import _kubeconfig
 
         spec = spec_of(config)
@@ -73,9 +72,7 @@ def cluster_results(config: pytest.Config) -> list:
         try:
             kubeconfig = _kubeconfig(spec.metadata.environment, config.getoption("--gpucluster-kubeconfig"))
             snap = snapshot.fetch(kubeconfig, config.getoption("--gpucluster-context"))
-            states = expected.host_states(spec)
-            metrics = tuple(config.getoption("--gpucluster-metrics-url"))
-            config.stash[_CLUSTER] = [*cluster.run(spec, snap, states), *health.metric_checks(states, metrics)]
+            config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url")))
         except GpuclusterError as err:
             problem = str(err)
         if problem:
