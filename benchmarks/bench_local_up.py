@@ -22,8 +22,7 @@ from kubernetes import client, config
 
 from gpucluster.local.crds import install_crds
 from gpucluster.local.stages import MANAGE_ANNOTATION
-from gpucluster.local.testing import missing_tools
-from gpucluster.local.world import World
+from gpucluster.local.world import World, missing_tools
 
 _EFFECT = "NoSchedule"
 

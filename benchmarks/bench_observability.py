@@ -21,7 +21,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from gpucluster.cost import data, report
-from gpucluster.local.metrics import MetricsServer, scrape
+from gpucluster.promtext import scrape
+from gpucluster.simulator.dcgm import MetricsServer
 from gpucluster.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]

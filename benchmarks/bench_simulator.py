@@ -23,12 +23,11 @@ from pathlib import Path
 
 import yaml
 
-from gpucluster.local.simulator import SELECTOR, Simulator
-from gpucluster.local.simulator_agents import node_agents
-from gpucluster.local.simulator_kube import Kube
-from gpucluster.local.testing import missing_tools
-from gpucluster.local.world import World
+from gpucluster.kube import NODES, Kube, with_selector
+from gpucluster.local.world import World, missing_tools
 from gpucluster.render import gpu_operator
+from gpucluster.simulator.agents import node_agents
+from gpucluster.simulator.reconcile import SELECTOR, Simulator
 from gpucluster.spec import load_spec
 
 POOLS = [
@@ -90,7 +89,7 @@ def compute_agents(sim: Simulator, spec) -> None:  # type: ignore[no-untyped-def
 
 def ready(kube: Kube) -> int:
     count = 0
-    for node in kube.items(f"/api/v1/nodes?{SELECTOR}"):
+    for node in kube.items(with_selector(NODES, SELECTOR)):
         conds = {c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []}
         count += conds.get("Ready") == "True"
     return count

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import yaml
 from gen_spec import write
 
-from gpucluster.local.simulator import attach
 from gpucluster.local.world import World
 from gpucluster.render import render
+from gpucluster.simulator import attach
 from gpucluster.spec import load_spec
 from gpucluster.toolchain import path_of
 from gpucluster.verify import cluster, snapshot
@@ -81,7 +81,7 @@ def main() -> int:
             subprocess.run([str(path_of("kubectl")), f"--kubeconfig={kc}", "apply", "--server-side", "-f", "-"],
                            input=yaml.safe_dump_all(sorted(objs, key=lambda o: o["kind"] != "Namespace")),
                            text=True, check=True, capture_output=True)
-            sim = attach(world, spec)
+            sim = attach(world.kubeconfig, spec)
             sim.close()
             waited = wait_ready(kc, len(spec.hosts))
             gpus = sum(p.gpu.count * len(p.hosts) for p in spec.gpu_pools if p.gpu)

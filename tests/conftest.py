@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,51 @@ def write_spec(tmp_path):
         return folder
 
     return _write
+
+
+@dataclass
+class CliResult:
+    """What a ``gpucluster`` run printed and how it ended."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """Run ``gpucluster ARGS`` in-process through its real entrypoint (the one error handler)."""
+    from click.testing import CliRunner
+
+    from gpucluster.cli import entrypoint
+
+    def run(*args: str) -> CliResult:
+        runner = CliRunner()
+        with runner.isolation() as (out, err, _):
+            code = entrypoint([str(a) for a in args])
+        return CliResult(code, out.getvalue().decode(), err.getvalue().decode())
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def local_spec():
+    """The embedded default's spec, loaded once (do not mutate: tests that change it copy it)."""
+    from gpucluster.spec import load_spec
+
+    return load_spec(LOCAL)
+
+
+@pytest.fixture(scope="session")
+def lab_spec():
+    """The lab example's spec, loaded once (do not mutate)."""
+    from gpucluster.spec import load_spec
+
+    return load_spec(LAB)
 
 
 @pytest.fixture

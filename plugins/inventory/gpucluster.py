@@ -80,8 +80,7 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
 def host_vars(spec: Any, host: Any, node: dict[str, Any]) -> dict[str, Any]:
     """Variables of one host: connection, pool facts, node labels/taints, MIG and RDMA settings."""
     # Imported here so that `ansible-doc` works without the package; the plugin itself needs it.
-    from gpucluster import expected
-    from gpucluster.render.gpu_operator import mig_parted_config
+    from gpucluster.render.gpu_operator import mig_config_name, mig_parted_config
 
     roles = [r.value for r in host.roles]
     pool = spec.pool_of(host.name)
@@ -108,7 +107,7 @@ def host_vars(spec: Any, host: Any, node: dict[str, Any]) -> dict[str, Any]:
     if pool is not None and pool.sharing.mig is not None and pool.sharing.mig.managed_by == "host":
         out["mig_host_enabled"] = True
         out["mig_host_config"] = mig_parted_config(spec)
-        out["mig_host_config_name"] = expected.mig_config_name(pool)
+        out["mig_host_config_name"] = mig_config_name(pool)
     if pool is not None and pool.rdma is not None:
         out["rdma_host_interfaces"] = list(pool.rdma.interfaces)
         out["rdma_host_link_type"] = pool.rdma.link_type

@@ -32,7 +32,7 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
     """Block style, and multi-line strings (configs, CEL) as literal blocks for readable diffs."""
 
 
-def _str(dumper, data: str) -> yaml.Node:
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
     if "\n" in data:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", data)

@@ -1,7 +1,14 @@
-"""The exceptions gpucluster raises for user-facing problems.
+"""Every exception gpucluster raises for a problem a user can act on, in one place.
 
-Every error a user can cause derives from :class:`GpuclusterError`; the CLI maps it to a clean message
-and an exit code and never shows a traceback for it.
+Each derives from :class:`GpuclusterError` and carries the exit code the CLI ends with:
+
+- ``2``: bad input — a spec, a flag, a path or a kubeconfig the user gave (:class:`InputError`);
+- ``1``: the work failed — a tool, the cluster, a stack, a check (everything else).
+
+:func:`gpucluster.cli.entrypoint` is the only place that turns them into a message and an exit code;
+nothing else prints them or calls ``sys.exit``. Internal ``ValueError`` subclasses that are converted
+before they reach a user (a MIG layout that does not fit, CEL outside our subset) stay next to the
+code that raises them.
 """
 
 from __future__ import annotations
@@ -58,7 +65,62 @@ class SpecError(InputError):
         return "\n".join(lines)
 
 
+class Failed(GpuclusterError):
+    """The command ran to the end and found a problem it already showed (failed checks, unhealthy parts).
+
+    The message is one summary line; the details were printed before.
+    """
+
+
+# -- toolchain ----------------------------------------------------------------------------------
+
+
 class ToolError(GpuclusterError):
     """An external tool (Go, a built binary, the Pulumi engine) is missing or failed."""
 
-    exit_code = 1
+
+class ToolMissing(ToolError):
+    """A tool the caller needs has not been built (and no matching one is on PATH)."""
+
+
+class GoMissing(ToolError):
+    """No usable Go toolchain was found (the user has to install or point at one)."""
+
+    exit_code = 2
+
+
+# -- clusters -----------------------------------------------------------------------------------
+
+
+class KubeconfigError(InputError):
+    """The kubeconfig (or context) the user named cannot be loaded."""
+
+
+class ClusterUnreachable(GpuclusterError):
+    """The API server could not be asked, or refused a call the command needs."""
+
+
+class LocalWorldError(GpuclusterError):
+    """Something about the local control plane the user can act on."""
+
+
+class SimulatorError(GpuclusterError):
+    """The GPU simulator cannot do what was asked (the message says what and why)."""
+
+
+# -- stacks and the one-command flow ------------------------------------------------------------
+
+
+class StackFailed(GpuclusterError):
+    """A stack operation failed; the message names the stack, the operation and the resource."""
+
+
+class PhaseFailed(GpuclusterError):
+    """A phase of ``up``/``down`` failed; the message starts with the phase.
+
+    It keeps the exit code of the error that failed the phase (a user mistake stays exit 2).
+    """
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

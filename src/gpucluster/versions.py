@@ -1,31 +1,40 @@
-"""Every pinned version in one place: charts, Kubernetes, the NVIDIA driver.
+"""Every pinned version in one place: Kubernetes, the NVIDIA driver, the toolchain, the charts.
 
-Bump a version here and nowhere else; the spec's defaults, the render lock file and the docs read it.
+Bump a version here and nowhere else; the spec's defaults, the render lock file, the toolchain and
+the docs read it. Chart pins live in their component's row of :mod:`gpucluster.components` (one row
+per component) and are readable here as :data:`CHARTS`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from gpucluster.components import Chart, with_charts
 
+#: Kubernetes release of the spec's default, kubeadm's configuration and the local world.
 KUBERNETES = "1.36.3"
 # The driver the GPU Operator installs by default (and that simulated devices report). Hosts that
 # manage their own driver on Debian 12 get the 535 series from non-free (see roles/nvidia_driver).
 NVIDIA_DRIVER = "580.95.05"
 
+#: The Kubernetes provider the stacks ask the Pulumi engine for (built into the toolchain).
+PULUMI_KUBERNETES_PROVIDER = "4.25.0"
 
-@dataclass(frozen=True)
-class ChartPin:
-    chart: str
-    version: str
-    repository: str
-
-
-CHARTS: dict[str, ChartPin] = {
-    "gpu-operator": ChartPin("gpu-operator", "v26.3.0", "https://helm.ngc.nvidia.com/nvidia"),
-    "dra-driver": ChartPin("nvidia-dra-driver-gpu", "0.4.1", "https://helm.ngc.nvidia.com/nvidia"),
-    "volcano": ChartPin("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),
-    "network-operator": ChartPin("network-operator", "26.4.1", "https://helm.ngc.nvidia.com/nvidia"),
-}
+# -- toolchain (built from Go modules, see gpucluster.toolchain.versions) ------------------------
+ETCD = "v3.6.16"
+KWOK = "v0.8.0"
+CONTROLLER_TOOLS = "v0.20.0"
+#: Upstream API modules whose CRDs controller-gen generates for the local world.
+PROMETHEUS_OPERATOR_APIS = "v0.95.2"
+WHEREABOUTS = "v0.9.2"
+#: Prometheus 3.16.0 is Go module version v0.316.0 (promtool comes from it).
+PROMETHEUS = "3.16.0"
+PULUMI = "v3.274.1"
+#: Volcano binaries of the local world (the chart pin is in the component registry; see the README
+#: for why the local world runs an older Volcano).
+VOLCANO_LOCAL = "v1.14.1"
+VOLCANO_APIS = "v1.14.0"
 
 # Images the NicClusterPolicy deploys; the network operator release names them after itself.
 NETWORK_OPERATOR_IMAGES = {"repository": "nvcr.io/nvidia/mellanox", "version": "network-operator-v26.4.1"}
+
+#: Pinned chart of every component that installs one, by component name.
+CHARTS: dict[str, Chart] = {c.name: c.chart for c in with_charts() if c.chart is not None}

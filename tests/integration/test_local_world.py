@@ -15,54 +15,22 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
+from conftest import Cluster, wait_for
 
-from gpucluster.local import cli as local_cli
+from gpucluster.errors import LocalWorldError
 from gpucluster.local import world as world_mod
-from gpucluster.local.procs import find_leftovers
 from gpucluster.local.stages import MANAGE_ANNOTATION, NOT_READY_ANNOTATION
-from gpucluster.local.state import Component, LocalWorldError, State
-from gpucluster.local.testing import LocalWorld, local_world_fixture
+from gpucluster.local.state import Component, State
 from gpucluster.local.world import World
+from gpucluster.procs import find_leftovers
 from gpucluster.toolchain import path_of
 from gpucluster.toolchain.versions import KUBERNETES
 
 integration = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
-    yield from local_world_fixture(tmp_path_factory)
-
-
-def kubectl(lw: LocalWorld, *args: str, stdin: str | None = None, check: bool = True) -> str:
-    proc = subprocess.run(
-        [str(path_of("kubectl")), f"--kubeconfig={lw.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
-    return proc.stdout
-
-
-def wait_for(what: str, probe, timeout: float = 60.0, every: float = 0.5):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 def listeners(pids: set[int]) -> list[str]:
@@ -92,8 +60,8 @@ def fake_node(name: str, taint: bool = True) -> dict:
     return node
 
 
-def node_ready(lw: LocalWorld, name: str) -> bool:
-    node = json.loads(kubectl(lw, "get", "node", name, "-o", "json"))
+def node_ready(lw: Cluster, name: str) -> bool:
+    node = json.loads(lw.kubectl("get", "node", name, "-o", "json"))
     conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
     return conds.get("Ready") == "True"
 
@@ -102,23 +70,23 @@ def node_ready(lw: LocalWorld, name: str) -> bool:
 
 
 @integration
-def test_version_is_the_pinned_release(lw: LocalWorld) -> None:
-    version = json.loads(kubectl(lw, "get", "--raw", "/version"))
+def test_version_is_the_pinned_release(lw: Cluster) -> None:
+    version = json.loads(lw.kubectl("get", "--raw", "/version"))
     assert version["gitVersion"] == KUBERNETES
-    assert kubectl(lw, "version", "--client", "-o", "json").count(KUBERNETES) >= 1
+    assert lw.kubectl("version", "--client", "-o", "json").count(KUBERNETES) >= 1
 
 
 @integration
-def test_dra_api_is_served(lw: LocalWorld) -> None:
-    out = kubectl(lw, "api-resources", "--api-group=resource.k8s.io", "-o", "name")
+def test_dra_api_is_served(lw: Cluster) -> None:
+    out = lw.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name")
     for kind in ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"):
         assert f"{kind}.resource.k8s.io" in out
-    assert "resource.k8s.io/v1" in kubectl(lw, "api-versions")
+    assert "resource.k8s.io/v1" in lw.kubectl("api-versions")
 
 
 @integration
-def test_crds_are_established_and_validate(lw: LocalWorld) -> None:
-    crds = kubectl(lw, "get", "crd", "-o", "name")
+def test_crds_are_established_and_validate(lw: Cluster) -> None:
+    crds = lw.kubectl("get", "crd", "-o", "name")
     for name in (
         "servicemonitors.monitoring.coreos.com",
         "prometheusrules.monitoring.coreos.com",
@@ -147,23 +115,23 @@ def test_crds_are_established_and_validate(lw: LocalWorld) -> None:
 
 
 @integration
-def test_kwok_node_becomes_ready_and_keeps_its_capacity(lw: LocalWorld) -> None:
+def test_kwok_node_becomes_ready_and_keeps_its_capacity(lw: Cluster) -> None:
     node = fake_node("gpu-node-0")
-    kubectl(lw, "apply", "-f", "-", stdin=json.dumps(node))
+    lw.kubectl("apply", "-f", "-", stdin=json.dumps(node))
     status = {
         "status": {
             "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
             "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
         }
     }
-    kubectl(lw, "patch", "node", "gpu-node-0", "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    lw.kubectl("patch", "node", "gpu-node-0", "--subresource=status", "--type=merge", "-p", json.dumps(status))
     wait_for("node gpu-node-0 Ready", lambda: node_ready(lw, "gpu-node-0"))
-    alloc = json.loads(kubectl(lw, "get", "node", "gpu-node-0", "-o", "jsonpath={.status.allocatable}"))
+    alloc = json.loads(lw.kubectl("get", "node", "gpu-node-0", "-o", "jsonpath={.status.allocatable}"))
     assert alloc["nvidia.com/gpu"] == "8"
 
 
 @integration
-def test_tolerating_pod_is_scheduled_and_running(lw: LocalWorld) -> None:
+def test_tolerating_pod_is_scheduled_and_running(lw: Cluster) -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -179,26 +147,26 @@ def test_tolerating_pod_is_scheduled_and_running(lw: LocalWorld) -> None:
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
     }
-    kubectl(lw, "apply", "-f", "-", stdin=json.dumps(pod))
+    lw.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     phase = wait_for(
         "pod Running",
-        lambda: kubectl(lw, "get", "pod", "gpu-pod", "-o", "jsonpath={.status.phase}") == "Running",
+        lambda: lw.kubectl("get", "pod", "gpu-pod", "-o", "jsonpath={.status.phase}") == "Running",
     )
     assert phase
-    assert kubectl(lw, "get", "pod", "gpu-pod", "-o", "jsonpath={.spec.nodeName}") == "gpu-node-0"
-    kubectl(lw, "delete", "pod", "gpu-pod", "--wait=true", "--timeout=60s")
+    assert lw.kubectl("get", "pod", "gpu-pod", "-o", "jsonpath={.spec.nodeName}") == "gpu-node-0"
+    lw.kubectl("delete", "pod", "gpu-pod", "--wait=true", "--timeout=60s")
 
 
 @integration
-def test_not_ready_annotation_makes_the_node_not_ready(lw: LocalWorld) -> None:
-    kubectl(lw, "annotate", "node", "gpu-node-0", f"{NOT_READY_ANNOTATION}=true")
+def test_not_ready_annotation_makes_the_node_not_ready(lw: Cluster) -> None:
+    lw.kubectl("annotate", "node", "gpu-node-0", f"{NOT_READY_ANNOTATION}=true")
     wait_for("node NotReady", lambda: not node_ready(lw, "gpu-node-0"))
-    kubectl(lw, "annotate", "node", "gpu-node-0", f"{NOT_READY_ANNOTATION}-")
+    lw.kubectl("annotate", "node", "gpu-node-0", f"{NOT_READY_ANNOTATION}-")
     wait_for("node Ready again", lambda: node_ready(lw, "gpu-node-0"))
 
 
 @integration
-def test_nothing_listens_beyond_loopback(lw: LocalWorld) -> None:
+def test_nothing_listens_beyond_loopback(lw: Cluster) -> None:
     state = lw.world.state()
     assert state is not None
     pids = {c.pid for c in state.components.values()}
@@ -209,20 +177,20 @@ def test_nothing_listens_beyond_loopback(lw: LocalWorld) -> None:
 
 
 @integration
-def test_up_again_changes_nothing_and_status_reports_healthy(lw: LocalWorld) -> None:
+def test_up_again_changes_nothing_and_status_reports_healthy(lw: Cluster, cli) -> None:
     before = {n: c.pid for n, c in lw.world.state().components.items()}  # type: ignore[union-attr]
-    result = CliRunner().invoke(local_cli.local, ["up", "--state-dir", str(lw.state_dir)])
+    result = cli("local", "up", "--state-dir", str(lw.state_dir))
     assert result.exit_code == 0, result.output
     assert "already running" in result.output
     assert {n: c.pid for n, c in lw.world.state().components.items()} == before  # type: ignore[union-attr]
-    status = CliRunner().invoke(local_cli.local, ["status", "--state-dir", str(lw.state_dir)])
+    status = cli("local", "status", "--state-dir", str(lw.state_dir))
     assert status.exit_code == 0, status.output
     control_plane = [line for line in status.output.splitlines() if " pid " in line and "127.0.0.1:" in line]
     assert len(control_plane) == 5 and all(" healthy " in line for line in control_plane), status.output
 
 
 @integration
-def test_up_after_apiserver_sigkill_recovers(lw: LocalWorld) -> None:
+def test_up_after_apiserver_sigkill_recovers(lw: Cluster) -> None:
     old = lw.world.state()
     assert old is not None
     os.kill(old.components["kube-apiserver"].pid, signal.SIGKILL)
@@ -234,11 +202,11 @@ def test_up_after_apiserver_sigkill_recovers(lw: LocalWorld) -> None:
     for name, comp in old.components.items():
         assert not comp.cmdline_matches(lw.state_dir), f"old {name} (pid {comp.pid}) still runs"
     assert lw.world.healthy()
-    assert json.loads(kubectl(lw, "get", "--raw", "/version"))["gitVersion"] == KUBERNETES
+    assert json.loads(lw.kubectl("get", "--raw", "/version"))["gitVersion"] == KUBERNETES
 
 
 @integration
-def test_down_leaves_no_process_and_no_port(lw: LocalWorld) -> None:
+def test_down_leaves_no_process_and_no_port(lw: Cluster) -> None:
     state = lw.world.state()
     assert state is not None
     pids = {c.pid for c in state.components.values()}
@@ -255,37 +223,34 @@ def test_down_leaves_no_process_and_no_port(lw: LocalWorld) -> None:
 # -- offline: error handling, no binaries needed ------------------------------------------------
 
 
-def test_missing_binaries_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_binaries_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:
     monkeypatch.setenv("GPUCLUSTER_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("PATH", "/nonexistent")
-    result = CliRunner().invoke(local_cli.local, ["up", "--state-dir", str(tmp_path / "s")])
+    result = cli("local", "up", "--state-dir", str(tmp_path / "s"))
     assert result.exit_code == 1
     assert "missing binaries: etcd, kube-apiserver" in result.output and "kubectl, crds." in result.output
     assert "gpucluster tools install" in result.output and "Traceback" not in result.output
 
 
-def test_pinned_port_in_use_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pinned_port_in_use_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:
     monkeypatch.setattr(world_mod, "path_of", lambda name: Path("/bin/true"))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = CliRunner().invoke(
-            local_cli.local, ["up", "--state-dir", str(tmp_path), "--apiserver-port", str(port)]
-        )
+        result = cli("local", "up", "--state-dir", str(tmp_path), "--apiserver-port", str(port))
     assert result.exit_code == 1
     assert f"port {port} for kube-apiserver is in use on 127.0.0.1" in result.output
     assert not (tmp_path / "state.json").exists()
 
 
-def test_corrupt_state_is_a_clear_error_and_down_force_cleans(tmp_path: Path) -> None:
+def test_corrupt_state_is_a_clear_error_and_down_force_cleans(tmp_path: Path, cli) -> None:
     (tmp_path / "state.json").write_text("{not json")
-    runner = CliRunner()
     for args in (["up"], ["status"], ["down"]):
-        result = runner.invoke(local_cli.local, [*args, "--state-dir", str(tmp_path)])
+        result = cli("local", *args, "--state-dir", str(tmp_path))
         assert result.exit_code == 1, args
         assert "state.json is corrupt" in result.output and "Traceback" not in result.output
-    result = runner.invoke(local_cli.local, ["down", "--force", "--state-dir", str(tmp_path)])
+    result = cli("local", "down", "--force", "--state-dir", str(tmp_path))
     assert result.exit_code == 0
     assert not (tmp_path / "state.json").exists()
 

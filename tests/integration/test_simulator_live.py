@@ -9,33 +9,29 @@ every fault. Tests run in file order and share one world for the module.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
+from conftest import Cluster, wait_for
 from kubernetes.utils import parse_quantity
 
 from gpucluster import catalog, expected
-from gpucluster.local import simulator_cli
-from gpucluster.local.simulator import Simulator, attach, slice_name
-from gpucluster.local.simulator_agents import SIMULATED
-from gpucluster.local.testing import LocalWorld, local_world_fixture
-from gpucluster.render import gpu_operator, network, render
+from gpucluster import labels as L
+from gpucluster.addons import gpu_simulator
+from gpucluster.devices import DRA_DRIVER
+from gpucluster.labels import SIMULATED
+from gpucluster.render import gpu_operator, render
+from gpucluster.render import network_operator as network
+from gpucluster.simulator import Simulator, attach
+from gpucluster.simulator.objects import slice_name
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.toolchain import path_of
 
 pytestmark = pytest.mark.integration
 LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"
-
-
-@pytest.fixture(scope="module")
-def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
-    yield from local_world_fixture(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -43,45 +39,16 @@ def spec() -> ClusterSpec:
     return load_spec(LOCAL)
 
 
-def kubectl(lw: LocalWorld, *args: str, stdin: str | None = None) -> str:
-    proc = subprocess.run(
-        [str(path_of("kubectl")), f"--kubeconfig={lw.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
-
-
-def get(lw: LocalWorld, *args: str) -> dict:
-    return json.loads(kubectl(lw, "get", *args, "-o", "json"))
-
-
-def wait_for(what: str, probe, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
-
-
 def ready(node: dict) -> str:
     return {c["type"]: c["status"] for c in node.get("status", {}).get("conditions") or []}.get("Ready", "")
 
 
-def set_replicas(lw: LocalWorld, spec: ClusterSpec, replicas: int) -> None:
-    cm = get(lw, "configmap", gpu_operator.DEVICE_PLUGIN_CONFIGMAP, "-n", spec.gpu_operator.namespace)
+def set_replicas(lw: Cluster, spec: ClusterSpec, replicas: int) -> None:
+    cm = lw.get("configmap", gpu_operator.DEVICE_PLUGIN_CONFIGMAP, "-n", spec.gpu_operator.namespace)
     doc = yaml.safe_load(cm["data"]["l4-infer"])
     doc["sharing"]["timeSlicing"]["resources"][0]["replicas"] = replicas
     patch = json.dumps({"data": {"l4-infer": yaml.safe_dump(doc)}})
-    kubectl(
-        lw,
+    lw.kubectl(
         "patch",
         "configmap",
         gpu_operator.DEVICE_PLUGIN_CONFIGMAP,
@@ -94,15 +61,14 @@ def set_replicas(lw: LocalWorld, spec: ClusterSpec, replicas: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def sim(lw: LocalWorld, spec: ClusterSpec) -> Iterator[Simulator]:
+def sim(lw: Cluster, spec: ClusterSpec) -> Iterator[Simulator]:
     rendered = render(spec)
     objs = [
         *rendered.components["namespaces"],
         *rendered.components["gpu-operator"],
         network.nic_cluster_policy(spec),
     ]
-    kubectl(
-        lw,
+    lw.kubectl(
         "apply",
         "--server-side",
         "--field-manager=gpucluster-test",
@@ -110,7 +76,7 @@ def sim(lw: LocalWorld, spec: ClusterSpec) -> Iterator[Simulator]:
         "-",
         stdin=yaml.safe_dump_all(objs),
     )
-    simulator = attach(lw.world, spec)
+    simulator = attach(lw.kubeconfig, spec)
     yield simulator
     simulator.close()
 
@@ -118,11 +84,11 @@ def sim(lw: LocalWorld, spec: ClusterSpec) -> Iterator[Simulator]:
 # -- the nodes the spec implies -----------------------------------------------------------------
 
 
-def test_every_host_is_a_ready_simulated_node_as_expected(lw: LocalWorld, spec: ClusterSpec, sim: Simulator) -> None:
+def test_every_host_is_a_ready_simulated_node_as_expected(lw: Cluster, spec: ClusterSpec, sim: Simulator) -> None:
     states = expected.host_states(spec)
 
     def all_ready():  # type: ignore[no-untyped-def]
-        nodes = {n["metadata"]["name"]: n for n in get(lw, "nodes")["items"]}
+        nodes = {n["metadata"]["name"]: n for n in lw.get("nodes")["items"]}
         return nodes if set(nodes) == set(states) and all(ready(n) == "True" for n in nodes.values()) else None
 
     nodes = wait_for("every host Ready", all_ready)
@@ -143,13 +109,13 @@ def test_every_host_is_a_ready_simulated_node_as_expected(lw: LocalWorld, spec: 
     assert nodes["l4-1"]["status"]["allocatable"]["nvidia.com/gpu"] == "16"
 
 
-def test_dra_nodes_publish_resource_slices(lw: LocalWorld, spec: ClusterSpec, sim: Simulator) -> None:
+def test_dra_nodes_publish_resource_slices(lw: Cluster, spec: ClusterSpec, sim: Simulator) -> None:
     states = expected.host_states(spec)
-    slices = {s["spec"]["nodeName"]: s for s in get(lw, "resourceslices.resource.k8s.io")["items"]}
+    slices = {s["spec"]["nodeName"]: s for s in lw.get("resourceslices.resource.k8s.io")["items"]}
     assert set(slices) == {h for h, s in states.items() if s.devices}
     for host, rslice in slices.items():
         assert rslice["metadata"]["name"] == slice_name(host)
-        assert rslice["spec"]["driver"] == expected.DRA_DRIVER and rslice["spec"]["pool"]["name"] == host
+        assert rslice["spec"]["driver"] == DRA_DRIVER and rslice["spec"]["pool"]["name"] == host
         devices = rslice["spec"]["devices"]
         assert [d["name"] for d in devices] == [d.name for d in states[host].devices]
         assert [d["attributes"]["uuid"]["string"] for d in devices] == [d.uuid for d in states[host].devices]
@@ -171,118 +137,117 @@ def test_second_sync_writes_nothing(sim: Simulator) -> None:
 
 
 def test_replicas_change_in_the_configmap_changes_allocatable(
-    lw: LocalWorld, spec: ClusterSpec, sim: Simulator
+    lw: Cluster, spec: ClusterSpec, sim: Simulator
 ) -> None:
     set_replicas(lw, spec, 2)
     try:
         report = sim.sync()
         assert sorted(report.updated) == ["l4-1", "l4-2"]
-        node = get(lw, "node", "l4-1")
+        node = lw.get("node", "l4-1")
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
         assert node["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "2"
     finally:
         set_replicas(lw, spec, 4)
         sim.sync()
-    assert get(lw, "node", "l4-2")["status"]["allocatable"]["nvidia.com/gpu"] == "16"
+    assert lw.get("node", "l4-2")["status"]["allocatable"]["nvidia.com/gpu"] == "16"
 
 
-def test_a_node_label_pointing_at_a_missing_key_falls_back_to_default(lw: LocalWorld, sim: Simulator) -> None:
-    kubectl(lw, "label", "node", "l4-2", "--overwrite", f"{expected.DEVICE_PLUGIN_CONFIG_LABEL}=no-such-key")
+def test_a_node_label_pointing_at_a_missing_key_falls_back_to_default(lw: Cluster, sim: Simulator) -> None:
+    lw.kubectl("label", "node", "l4-2", "--overwrite", f"{L.DEVICE_PLUGIN_CONFIG}=no-such-key")
     try:
         sim.sync()
-        node = get(lw, "node", "l4-2")
+        node = lw.get("node", "l4-2")
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
         assert "using 'default'" in node["metadata"]["annotations"]["gpucluster.dev/simulator-derived"]
     finally:
-        kubectl(lw, "label", "node", "l4-2", "--overwrite", f"{expected.DEVICE_PLUGIN_CONFIG_LABEL}=l4-infer")
+        lw.kubectl("label", "node", "l4-2", "--overwrite", f"{L.DEVICE_PLUGIN_CONFIG}=l4-infer")
         sim.sync()
-    assert get(lw, "node", "l4-2")["status"]["allocatable"]["nvidia.com/gpu"] == "16"
+    assert lw.get("node", "l4-2")["status"]["allocatable"]["nvidia.com/gpu"] == "16"
 
 
 # -- faults -------------------------------------------------------------------------------------
 
 
-def test_unhealthy_gpu(lw: LocalWorld, sim: Simulator) -> None:
+def test_unhealthy_gpu(lw: Cluster, sim: Simulator) -> None:
     sim.inject("h200-1", "unhealthy-gpus", "3")
     sim.sync()
-    status = get(lw, "node", "h200-1")["status"]
+    status = lw.get("node", "h200-1")["status"]
     assert (status["capacity"]["nvidia.com/gpu"], status["allocatable"]["nvidia.com/gpu"]) == ("8", "7")
     sim.clear("h200-1")
     sim.sync()
-    assert get(lw, "node", "h200-1")["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert lw.get("node", "h200-1")["status"]["allocatable"]["nvidia.com/gpu"] == "8"
 
 
-def test_device_missing_from_the_resource_slice(lw: LocalWorld, sim: Simulator) -> None:
-    before = get(lw, "resourceslice", slice_name("h100-1"))["spec"]["pool"]["generation"]
+def test_device_missing_from_the_resource_slice(lw: Cluster, sim: Simulator) -> None:
+    before = lw.get("resourceslice", slice_name("h100-1"))["spec"]["pool"]["generation"]
     sim.inject("h100-1", "missing-devices", "gpu-3")
     sim.sync()
-    rslice = get(lw, "resourceslice", slice_name("h100-1"))
+    rslice = lw.get("resourceslice", slice_name("h100-1"))
     assert [d["name"] for d in rslice["spec"]["devices"]] == [f"gpu-{i}" for i in (0, 1, 2, 4, 5, 6, 7)]
     assert rslice["spec"]["pool"]["generation"] == before + 1
     sim.clear("h100-1")
     sim.sync()
-    assert len(get(lw, "resourceslice", slice_name("h100-1"))["spec"]["devices"]) == 8
+    assert len(lw.get("resourceslice", slice_name("h100-1"))["spec"]["devices"]) == 8
 
 
-def test_wrong_product_label(lw: LocalWorld, sim: Simulator) -> None:
+def test_wrong_product_label(lw: Cluster, sim: Simulator) -> None:
     sim.inject("l4-2", "product", "Tesla-T4")
     sim.sync()
-    assert get(lw, "node", "l4-2")["metadata"]["labels"]["nvidia.com/gpu.product"] == "Tesla-T4"
+    assert lw.get("node", "l4-2")["metadata"]["labels"]["nvidia.com/gpu.product"] == "Tesla-T4"
     sim.clear("l4-2", "product")
     sim.sync()
-    assert get(lw, "node", "l4-2")["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-L4-SHARED"
+    assert lw.get("node", "l4-2")["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-L4-SHARED"
 
 
-def test_node_not_ready_sticks_until_cleared(lw: LocalWorld, sim: Simulator) -> None:
+def test_node_not_ready_sticks_until_cleared(lw: Cluster, sim: Simulator) -> None:
     sim.inject("h200-1", "not-ready")
-    wait_for("h200-1 NotReady", lambda: ready(get(lw, "node", "h200-1")) == "False")
+    wait_for("h200-1 NotReady", lambda: ready(lw.get("node", "h200-1")) == "False")
     sim.sync()  # the simulator must not undo it
     time.sleep(2)
-    assert ready(get(lw, "node", "h200-1")) == "False"
+    assert ready(lw.get("node", "h200-1")) == "False"
     sim.clear("h200-1", "not-ready")
-    wait_for("h200-1 Ready again", lambda: ready(get(lw, "node", "h200-1")) == "True")
+    wait_for("h200-1 Ready again", lambda: ready(lw.get("node", "h200-1")) == "True")
 
 
-def test_a_deleted_node_is_registered_again(lw: LocalWorld, sim: Simulator) -> None:
-    kubectl(lw, "delete", "node", "h200-1", "--wait=true")
+def test_a_deleted_node_is_registered_again(lw: Cluster, sim: Simulator) -> None:
+    lw.kubectl("delete", "node", "h200-1", "--wait=true")
     report = sim.sync()
     assert report.created == ["h200-1"]
-    wait_for("h200-1 Ready", lambda: ready(get(lw, "node", "h200-1")) == "True")
+    wait_for("h200-1 Ready", lambda: ready(lw.get("node", "h200-1")) == "True")
 
 
 # -- command line and background loop ------------------------------------------------------------
 
 
-def test_cli_fault_and_show(lw: LocalWorld, sim: Simulator) -> None:
-    runner = CliRunner()
+def test_cli_fault_and_show(lw: Cluster, sim: Simulator, cli) -> None:
     base = ["--kubeconfig", str(lw.kubeconfig), "-i", str(LOCAL)]
-    out = runner.invoke(simulator_cli.gpus, ["fault", "h200-1", "unhealthy-gpus", "0,1", *base])
+    out = cli("local", "gpus", "fault", "h200-1", "unhealthy-gpus", "0,1", *base)
     assert out.exit_code == 0, out.output
-    shown = runner.invoke(simulator_cli.gpus, ["show", *base])
+    shown = cli("local", "gpus", "show", *base)
     assert shown.exit_code == 0, shown.output
     line = next(ln for ln in shown.output.splitlines() if ln.startswith("h200-1"))
     assert "nvidia.com/gpu=6/8" in line and "unhealthy-gpus=0,1" in line
     assert "SIMULATED" in shown.output
-    out = runner.invoke(simulator_cli.gpus, ["fault", "h200-1", "unhealthy-gpus", "--clear", *base])
+    out = cli("local", "gpus", "fault", "h200-1", "unhealthy-gpus", "--clear", *base)
     assert out.exit_code == 0, out.output
-    again = runner.invoke(simulator_cli.gpus, ["sync", *base])
+    again = cli("local", "gpus", "sync", *base)
     assert "nothing changed" in again.output
-    bad = runner.invoke(simulator_cli.gpus, ["fault", "nope", "product", "X", *base])
+    bad = cli("local", "gpus", "fault", "nope", "product", "X", *base)
     assert bad.exit_code == 1 and "not a simulated node" in bad.output and "Traceback" not in bad.output
 
 
-def test_background_loop_follows_the_configmap(lw: LocalWorld, spec: ClusterSpec) -> None:
-    pid = simulator_cli.spawn(lw.state_dir, lw.kubeconfig, LOCAL, interval=0.5)
+def test_background_loop_follows_the_configmap(lw: Cluster, spec: ClusterSpec) -> None:
+    comp = gpu_simulator.spawn(lw.state_dir, lw.kubeconfig, LOCAL, interval=0.5)
     try:
         set_replicas(lw, spec, 3)
         wait_for(
             "background sync to 12",
-            lambda: get(lw, "node", "l4-1")["status"]["allocatable"]["nvidia.com/gpu"] == "12",
+            lambda: lw.get("node", "l4-1")["status"]["allocatable"]["nvidia.com/gpu"] == "12",
             timeout=30,
         )
     finally:
-        assert simulator_cli.stop_spawned(lw.state_dir)
+        assert gpu_simulator.stop(lw.state_dir) == [gpu_simulator.NAME]
         set_replicas(lw, spec, 4)
-    assert not Path(f"/proc/{pid}").exists() or b"simulator_cli" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    log = (lw.state_dir / "logs" / simulator_cli.LOG_FILE).read_text()
+    assert not comp.cmdline_matches(lw.state_dir)  # gone (or its pid reused by another process)
+    log = Path(comp.log).read_text()
     assert "SIMULATED" in log

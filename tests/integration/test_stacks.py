@@ -11,21 +11,20 @@ step → ``down`` leaves nothing behind. Needs the toolchain
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import Cluster
 
 from gpucluster.flow import run_down, run_up
-from gpucluster.local.testing import LocalWorld, local_world_fixture
-from gpucluster.pulumi.cluster import discover, get_json
+from gpucluster.kube import Kube
+from gpucluster.pulumi.cluster import discover
 from gpucluster.pulumi.plan import plan
 from gpucluster.render import render
 from gpucluster.spec import load_spec
-from gpucluster.toolchain import locate
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -33,29 +32,23 @@ LOCAL = REPO / "inventories" / "local"
 CHARTS = REPO / "tests" / "fixtures" / "charts"
 
 
-def _need_engine() -> None:
-    missing = [t for t in ("pulumi", "pulumi-resource-kubernetes") if locate(t) is None]
-    if missing:
-        reason = (f"toolchain not built ({', '.join(missing)}): "
-                  f"run `gpucluster tools install {' '.join(missing)}`")
-        if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+#: The local world of this module, plus the Pulumi engine and provider.
+LOCAL_WORLD = {"tools": ("pulumi", "pulumi-resource-kubernetes")}
 
 
 @pytest.fixture(scope="module")
-def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
-    _need_engine()
-    yield from local_world_fixture(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def api(lw: LocalWorld):
+def api(lw: Cluster):
     from kubernetes import config
 
     c = config.new_client_from_config(config_file=str(lw.kubeconfig))
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def kc(lw: Cluster) -> Iterator[Kube]:
+    with Kube(lw.kubeconfig) as client:
+        yield client
 
 
 def _variant(tmp: Path, name: str, change) -> Path:
@@ -68,7 +61,7 @@ def _variant(tmp: Path, name: str, change) -> Path:
     return folder
 
 
-def _get(api, obj: dict):
+def _get(kc: Kube, obj: dict):
     """The live object, or None when the API server answers 404."""
     group_version = obj["apiVersion"]
     base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
@@ -83,7 +76,7 @@ def _get(api, obj: dict):
     ns = obj["metadata"].get("namespace")
     path = f"{base}/namespaces/{ns}/{plural}/{obj['metadata']['name']}" if ns else \
         f"{base}/{plural}/{obj['metadata']['name']}"
-    return get_json(api, path, missing_ok=True)
+    return kc.get(path)
 
 
 def _counts(report, stack: str) -> dict:
@@ -92,14 +85,14 @@ def _counts(report, stack: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cold(lw: LocalWorld, tmp_path_factory):
+def cold(lw: Cluster, tmp_path_factory):
     state = tmp_path_factory.mktemp("stacks")
     start = time.monotonic()
     report = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True)
     return report, state, time.monotonic() - start
 
 
-def test_cold_up_creates_every_non_chart_object(cold, api, lw: LocalWorld):
+def test_cold_up_creates_every_non_chart_object(cold, kc, lw: Cluster):
     report, _, seconds = cold
     facts = discover(lw.kubeconfig, remote_charts=False)
     rendered = render(load_spec(LOCAL))
@@ -112,12 +105,12 @@ def test_cold_up_creates_every_non_chart_object(cold, api, lw: LocalWorld):
     objects = [o for o in objects if o not in unserved]
     plans = plan(rendered, facts)
     missing = [f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
-               for o in objects if _get(api, o) is None]
+               for o in objects if _get(kc, o) is None]
     assert not missing, f"not created: {missing}"
     assert _counts(report, "platform")["created"] > len(plans["platform"].objects())
     assert _counts(report, "tenants")["created"] > len(plans["tenants"].objects())
     # The DRA v1 objects the 4.25.0 provider has no kind-table entry for are real API objects.
-    dc = _get(api, {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+    dc = _get(kc, {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                     "metadata": {"name": "hopper"}})
     assert dc["spec"]["selectors"][0]["cel"]["expression"]
     # Every chart release is reported as not installed here, one line each, with the reason.
@@ -133,7 +126,7 @@ def test_cold_up_creates_every_non_chart_object(cold, api, lw: LocalWorld):
     print(f"cold up: {seconds:.1f} s; verify {summary}")
 
 
-def test_second_up_reports_no_changes(cold, lw: LocalWorld):
+def test_second_up_reports_no_changes(cold, lw: Cluster):
     _, state, _ = cold
     report = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True)
     for c in report.stacks:
@@ -141,7 +134,7 @@ def test_second_up_reports_no_changes(cold, lw: LocalWorld):
         assert c["same"] > 0
 
 
-def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, api, lw: LocalWorld, tmp_path):
+def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluster, tmp_path):
     _, state, _ = cold
 
     def raise_quota(data):
@@ -152,7 +145,7 @@ def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, api, lw: Local
     tenants, platform = _counts(report, "tenants"), _counts(report, "platform")
     assert (tenants["created"], tenants["updated"], tenants["deleted"]) == (0, 1, 0)
     assert (platform["created"], platform["updated"], platform["deleted"]) == (0, 0, 0)
-    quota = _get(api, {"apiVersion": "v1", "kind": "ResourceQuota",
+    quota = _get(kc, {"apiVersion": "v1", "kind": "ResourceQuota",
                        "metadata": {"namespace": "ml-research", "name": "gpucluster-quota"}})
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "24"
     assert quota["status"]["hard"]["requests.nvidia.com/gpu"] == "24"  # readiness waited for it
@@ -216,7 +209,7 @@ def test_a_pod_without_the_gpu_toleration_never_lands_on_a_gpu_node(api, cold):
         core.delete_namespaced_pod("plain", ns, grace_period_seconds=0)
 
 
-def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, api, lw: LocalWorld, tmp_path):
+def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, kc, lw: Cluster, tmp_path):
     _, state, _ = cold
 
     def local_chart(data):
@@ -228,7 +221,7 @@ def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, api,
     report = run_up(inv, world_dir=lw.state_dir, state_dir=state, quiet=True)
     assert _counts(report, "platform")["created"] == 1  # the release, nothing else
     (volcano,) = [r for r in render(load_spec(inv)).releases if r.name == "volcano"]
-    cm = _get(api, {"apiVersion": "v1", "kind": "ConfigMap",
+    cm = _get(kc, {"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"namespace": volcano.namespace, "name": "volcano-values"}})
     assert cm["data"]["chart"] == "gpucluster-probe-0.1.0"
     values = json.loads(cm["data"]["values.json"])
@@ -236,7 +229,7 @@ def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, api,
     assert not [s for s in report.skipped if s["what"].startswith("release volcano")]
 
 
-def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: LocalWorld, tmp_path):
+def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: Cluster, tmp_path):
     _, state, _ = cold
 
     def unmatched_class(data):
@@ -252,12 +245,12 @@ def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: 
     assert failed == [("deviceclass-matches", "deviceclass/gpu-1ti")]
 
 
-def test_down_removes_everything_it_created(cold, api, lw: LocalWorld):
+def test_down_removes_everything_it_created(cold, kc, lw: Cluster):
     _, state, _ = cold
     report = run_down(LOCAL, world_dir=lw.state_dir, state_dir=state, keep_world=True, quiet=True)
     assert all(c["deleted"] > 0 for c in report.stacks)
     plans = plan(render(load_spec(LOCAL)), discover(lw.kubeconfig))
-    left = [o for p in plans.values() for o in p.objects() if _get(api, o) is not None]
+    left = [o for p in plans.values() for o in p.objects() if _get(kc, o) is not None]
     assert not left, f"left behind: {[(o['kind'], o['metadata']['name']) for o in left]}"
-    assert _get(api, {"apiVersion": "v1", "kind": "ConfigMap",
+    assert _get(kc, {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"namespace": "volcano-system", "name": "volcano-values"}}) is None

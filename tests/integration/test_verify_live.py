@@ -15,28 +15,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import Cluster
 
 from gpucluster.cli import entrypoint
-from gpucluster.local.simulator import Simulator, attach
-from gpucluster.local.testing import LocalWorld, local_world_fixture
 from gpucluster.render import render
+from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
-from gpucluster.toolchain import path_of
 
 pytestmark = pytest.mark.integration
 LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"
 
 
-def kubectl(lw: LocalWorld, *args: str, stdin: str | None = None, check: bool = True) -> str:
-    proc = subprocess.run([str(path_of("kubectl")), f"--kubeconfig={lw.kubeconfig}", *args], input=stdin,
-                          capture_output=True, text=True, timeout=120, check=False)
-    if check:
-        assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
-
-
-def served_kinds(lw: LocalWorld) -> set[tuple[str, str]]:
-    out = kubectl(lw, "api-resources", "--no-headers", "-o", "wide")
+def served_kinds(lw: Cluster) -> set[tuple[str, str]]:
+    out = lw.kubectl("api-resources", "--no-headers", "-o", "wide")
     kinds = set()
     for line in out.splitlines():
         cols = line.split()
@@ -46,7 +37,7 @@ def served_kinds(lw: LocalWorld) -> set[tuple[str, str]]:
     return kinds
 
 
-def apply_rendered(lw: LocalWorld, objs: list[dict]) -> list[str]:
+def apply_rendered(lw: Cluster, objs: list[dict]) -> list[str]:
     """Server-side apply every object whose kind the API serves; return the ones left out."""
     kinds = served_kinds(lw)
     ok, left_out = [], []
@@ -54,18 +45,18 @@ def apply_rendered(lw: LocalWorld, objs: list[dict]) -> list[str]:
         group = o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else ""
         (ok if (group, o["kind"]) in kinds else left_out).append(o)
     ns_first = sorted(ok, key=lambda o: o["kind"] != "Namespace")
-    kubectl(lw, "apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
+    lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
             stdin=yaml.safe_dump_all(ns_first))
     return [f"{o['kind']}/{o['metadata']['name']}" for o in left_out]
 
 
-def wait_ready(lw: LocalWorld, names: set[str], timeout: float = 180) -> None:
+def wait_ready(lw: Cluster, names: set[str], timeout: float = 180) -> None:
     """kwok marks new nodes Ready asynchronously; wait (bounded) as `gpucluster up` does."""
     import time
 
     deadline = time.monotonic() + timeout
     while True:
-        nodes = json.loads(kubectl(lw, "get", "nodes", "-o", "json"))["items"]
+        nodes = json.loads(lw.kubectl("get", "nodes", "-o", "json"))["items"]
         ready = {n["metadata"]["name"] for n in nodes
                  if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
         if names <= ready:
@@ -75,21 +66,16 @@ def wait_ready(lw: LocalWorld, names: set[str], timeout: float = 180) -> None:
 
 
 @pytest.fixture(scope="module")
-def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
-    yield from local_world_fixture(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def deployed(lw: LocalWorld) -> Iterator[tuple[LocalWorld, Simulator, list[str]]]:
+def deployed(lw: Cluster) -> Iterator[tuple[Cluster, Simulator, list[str]]]:
     spec = load_spec(LOCAL)
     left_out = apply_rendered(lw, render(spec).objects())
-    sim = attach(lw.world, spec)
+    sim = attach(lw.kubeconfig, spec)
     wait_ready(lw, {h.name for h in spec.hosts})
     yield lw, sim, left_out
     sim.close()
 
 
-def verify(lw: LocalWorld, tmp_path: Path, capsys) -> tuple[int, dict]:
+def verify(lw: Cluster, tmp_path: Path, capsys) -> tuple[int, dict]:
     report = tmp_path / "verify.json"
     junit = tmp_path / "verify.xml"
     code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--json", str(report),
@@ -119,21 +105,21 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
             assert r["reason"], r
 
 
-def _cm_replicas(lw: LocalWorld, replicas: int) -> None:
-    cm = json.loads(kubectl(lw, "get", "configmap", "-n", "gpu-operator", "gpucluster-device-plugin-config",
+def _cm_replicas(lw: Cluster, replicas: int) -> None:
+    cm = json.loads(lw.kubectl("get", "configmap", "-n", "gpu-operator", "gpucluster-device-plugin-config",
                             "-o", "json"))
     doc = yaml.safe_load(cm["data"]["l4-infer"])
     doc["sharing"]["timeSlicing"]["resources"][0]["replicas"] = replicas
     patch = {"data": {"l4-infer": yaml.safe_dump(doc, sort_keys=False)}}
-    kubectl(lw, "patch", "configmap", "-n", "gpu-operator", "gpucluster-device-plugin-config", "--type=merge",
+    lw.kubectl("patch", "configmap", "-n", "gpu-operator", "gpucluster-device-plugin-config", "--type=merge",
             "-p", json.dumps(patch))
 
 
-def _device_class_expr(lw: LocalWorld, old: str, new: str) -> None:
-    dc = json.loads(kubectl(lw, "get", "deviceclass", "gpu-80gb", "-o", "json"))
+def _device_class_expr(lw: Cluster, old: str, new: str) -> None:
+    dc = json.loads(lw.kubectl("get", "deviceclass", "gpu-80gb", "-o", "json"))
     expr = dc["spec"]["selectors"][0]["cel"]["expression"]
     dc["spec"]["selectors"][0]["cel"]["expression"] = expr.replace(old, new)
-    kubectl(lw, "patch", "deviceclass", "gpu-80gb", "--type=merge", "-p", json.dumps({"spec": dc["spec"]}))
+    lw.kubectl("patch", "deviceclass", "gpu-80gb", "--type=merge", "-p", json.dumps({"spec": dc["spec"]}))
 
 
 # fault id: (inject(lw, sim), undo(lw, sim), failures expected and nothing else)
@@ -151,15 +137,15 @@ FAULTS = {
         lambda lw, sim: (_cm_replicas(lw, 4), sim.sync()),
         {(c, n) for c in ("node-capacity", "node-allocatable", "node-labels") for n in ("l4-1", "l4-2")}),
     "taint-removed": (
-        lambda lw, sim: kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu-"),
-        lambda lw, sim: kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu=present:NoSchedule"),
+        lambda lw, sim: lw.kubectl("taint", "node", "h200-1", "nvidia.com/gpu-"),
+        lambda lw, sim: lw.kubectl("taint", "node", "h200-1", "nvidia.com/gpu=present:NoSchedule"),
         {("node-taints", "h200-1")}),
     "wrong-product": (
         lambda lw, sim: (sim.inject("h200-1", "product", "NVIDIA-H100-80GB-HBM3"), sim.sync()),
         lambda lw, sim: (sim.clear("h200-1"), sim.sync()),
         {("node-labels", "h200-1")}),
     "quota-deleted": (
-        lambda lw, sim: kubectl(lw, "delete", "resourcequota", "-n", "inference", "gpucluster-quota"),
+        lambda lw, sim: lw.kubectl("delete", "resourcequota", "-n", "inference", "gpucluster-quota"),
         lambda lw, sim: apply_rendered(lw, [o for o in render(load_spec(LOCAL)).objects()
                                              if o["kind"] == "ResourceQuota"]),
         {("tenant-quota", "tenants/inference")}),
@@ -213,7 +199,7 @@ def test_node_not_ready(deployed, tmp_path, capsys):
 
 
 def test_metrics_health_names_node_and_gpu(deployed, tmp_path, capsys):
-    from gpucluster.local.metrics import MetricsServer, devices_for
+    from gpucluster.simulator.dcgm import MetricsServer, devices_for
 
     lw, _sim, _ = deployed
     spec = load_spec(LOCAL)
@@ -232,7 +218,9 @@ def test_metrics_health_names_node_and_gpu(deployed, tmp_path, capsys):
     assert code == 1
 
 
-def test_unreachable_cluster_is_exit_2(tmp_path, capsys):
+def test_unreachable_cluster_is_one_clear_line_and_exit_1(tmp_path, capsys):
+    # One ClusterUnreachable for every command: a cluster that does not answer is a failure (1), as
+    # for `up`; a kubeconfig that cannot be loaded is bad input (2, see the next test).
     kc = tmp_path / "kubeconfig"
     kc.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "x",
                                   "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
@@ -240,10 +228,21 @@ def test_unreachable_cluster_is_exit_2(tmp_path, capsys):
                                   "users": [{"name": "x", "user": {}}]}))
     code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(kc)])
     err = capsys.readouterr().err
-    assert code == 2 and "cannot reach the API server" in err and "Traceback" not in err
+    assert code == 1 and "cannot reach the API server" in err and "Traceback" not in err
 
 
-def _suite(lw: LocalWorld, tmp_path: Path) -> tuple[int, dict[str, str]]:
+def test_a_kubeconfig_that_cannot_be_loaded_is_bad_input(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    assert entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(missing)]) == 2
+    assert f"kubeconfig {missing} not found" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [oops")
+    assert entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert "is not usable" in err and "Traceback" not in err
+
+
+def _suite(lw: Cluster, tmp_path: Path) -> tuple[int, dict[str, str]]:
     """`pytest --pyargs gpucluster.verify.suite.test_cluster` in a subprocess: exit code, verdict per test id."""
     import sys
     from xml.etree import ElementTree as ET
@@ -270,10 +269,10 @@ def test_plain_pytest_suite_runs_the_same_checks(deployed, tmp_path, capsys):
     assert len(verdicts) == len(data["results"])
     assert {k for k, v in verdicts.items() if v == "skipped"} == {
         f"{r['check']}[{r['subject']}]" for r in data["results"] if r["verdict"] == "skip"}
-    kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu-")
+    lw.kubectl("taint", "node", "h200-1", "nvidia.com/gpu-")
     try:
         code, verdicts = _suite(lw, tmp_path)
     finally:
-        kubectl(lw, "taint", "node", "h200-1", "nvidia.com/gpu=present:NoSchedule")
+        lw.kubectl("taint", "node", "h200-1", "nvidia.com/gpu=present:NoSchedule")
     assert code == 1
     assert {k for k, v in verdicts.items() if v == "failure"} == {"node-taints[h200-1]"}

@@ -10,25 +10,21 @@ stand for other users' GPUs name their node directly (no scheduler involved).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from conftest import Cluster, wait_for
 
-from gpucluster.local import volcano as local_volcano
-from gpucluster.local.simulator import Simulator, attach
-from gpucluster.local.simulator_kube import Kube
-from gpucluster.local.testing import LocalWorld
-from gpucluster.local.world import BINARIES, World
+from gpucluster.addons import volcano as local_volcano
+from gpucluster.kube import Kube
 from gpucluster.render import render, volcano
+from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.toolchain import locate, path_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DATA = Path(__file__).resolve().parents[1] / "data" / "volcano"
@@ -36,23 +32,8 @@ TEST_NAMESPACES = ("capped", "team-a", "team-b", "inference", "blockers")
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-@pytest.fixture(scope="module")
-def lw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorld]:
-    """A fresh local world of our own (the operators' CRDs are not needed here)."""
-    needed = (*BINARIES.values(), "kubectl", "vc-scheduler", "vc-controller-manager", "controller-gen")
-    missing = [n for n in needed if locate(n) is None]
-    if missing:
-        reason = f"toolchain not built ({', '.join(missing)}): run `gpucluster tools install {' '.join(missing)}`"
-        if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    world = World(Path(tmp_path_factory.mktemp("volcano-world")))
-    world.up()
-    try:
-        yield LocalWorld(world=world, kubeconfig=world.kubeconfig)
-    finally:
-        local_volcano.stop(world)
-        world.down()
+#: A local world of our own without the operators' CRDs (Volcano installs its own).
+LOCAL_WORLD = {"crds": False, "tools": ("vc-scheduler", "vc-controller-manager", "controller-gen")}
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +42,18 @@ def spec() -> ClusterSpec:
 
 
 @pytest.fixture(scope="module")
-def kube(lw: LocalWorld, spec: ClusterSpec) -> Iterator[Kube]:
+def kube(lw: Cluster, spec: ClusterSpec) -> Iterator[Kube]:
     """The world with Volcano running, the rendered objects applied and the simulated nodes Ready."""
     local_volcano.start(lw.world, spec)
     rendered = render(spec).components
     # Tenants' Namespaces and claim templates, not their ResourceQuotas: the tests prove what the
     # queues enforce, so the namespace quota must not be what stops a pod.
     tenant_objs = [o for o in rendered["tenants"] if o["kind"] in ("Namespace", "ResourceClaimTemplate")]
-    objs = [*rendered["namespaces"], *rendered["gpu-operator"], *rendered["dra"], *rendered["scheduling"],
+    objs = [*rendered["namespaces"], *rendered["gpu-operator"], *rendered["dra-driver"], *rendered["volcano"],
             *tenant_objs, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "blockers"}}]
-    kubectl(lw, "apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
+    lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
             stdin=yaml.safe_dump_all(objs))
-    sim: Simulator = attach(lw.world, spec)
+    sim: Simulator = attach(lw.kubeconfig, spec)
     client = Kube(lw.kubeconfig)
     wait_for("12 allocatable GPUs on Ready nodes", lambda: free_gpus(client) == 12, timeout=90)
     yield client
@@ -81,10 +62,10 @@ def kube(lw: LocalWorld, spec: ClusterSpec) -> Iterator[Kube]:
 
 
 @pytest.fixture(autouse=True)
-def clean(kube: Kube, lw: LocalWorld) -> Iterator[None]:
+def clean(kube: Kube, lw: Cluster) -> Iterator[None]:
     yield
     for ns in TEST_NAMESPACES:
-        kubectl(lw, "delete", "jobs.batch.volcano.sh,pods", "--all", "-n", ns, "--wait=false")
+        lw.kubectl("delete", "jobs.batch.volcano.sh,pods", "--all", "-n", ns, "--wait=false")
     claims = "/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims"
     wait_for("test pods and their claims gone", lambda: not any(
         kube.items(f"/api/v1/namespaces/{ns}/pods") or kube.items(claims.format(ns)) for ns in TEST_NAMESPACES),
@@ -92,25 +73,6 @@ def clean(kube: Kube, lw: LocalWorld) -> Iterator[None]:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def kubectl(lw: LocalWorld, *args: str, stdin: str | None = None, check: bool = True) -> str:
-    proc = subprocess.run([str(path_of("kubectl")), f"--kubeconfig={lw.kubeconfig}", *args], input=stdin,
-                          capture_output=True, text=True, timeout=120, check=False)
-    if check:
-        assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout + proc.stderr
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60.0, every: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
-
-
 def free_gpus(kube: Kube) -> int:
     """nvidia.com/gpu allocatable on Ready nodes minus what bound, unfinished pods request."""
     nodes = [n for n in kube.items("/api/v1/nodes") if any(
@@ -182,14 +144,9 @@ def plain_pod(name: str, ns: str, gpus: int, *, node: str = "", claim: bool = Fa
             "spec": spec}
 
 
-def apply(lw: LocalWorld, *objs: dict) -> None:
-    kubectl(lw, "apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
-            stdin=yaml.safe_dump_all(list(objs)))
-
-
-def block(lw: LocalWorld, nodes: list[str]) -> None:
+def block(lw: Cluster, nodes: list[str]) -> None:
     """Take both GPUs of each named node with a pod bound there directly."""
-    apply(lw, *[plain_pod(f"block-{n}", "blockers", 2, node=n) for n in nodes])
+    lw.apply(*[plain_pod(f"block-{n}", "blockers", 2, node=n) for n in nodes])
 
 
 def watch_all_or_nothing(kube: Kube, ns: str, selector: str, want: int, timeout: float,
@@ -224,9 +181,9 @@ def hold(seconds: float, check: Callable[[], None]) -> None:
 
 
 # -- the rendered objects against the generated CRDs ----------------------------------------------
-def test_rendered_volcano_objects_apply_server_side(kube: Kube, lw: LocalWorld, spec: ClusterSpec) -> None:
+def test_rendered_volcano_objects_apply_server_side(kube: Kube, lw: Cluster, spec: ClusterSpec) -> None:
     objs = volcano.objects(spec)
-    out = kubectl(lw, "apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
+    out = lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
                   stdin=yaml.safe_dump_all(objs))
     assert "unchanged" in out or "serverside-applied" in out
     for q in (o for o in objs if o["kind"] == "Queue"):
@@ -235,13 +192,13 @@ def test_rendered_volcano_objects_apply_server_side(kube: Kube, lw: LocalWorld, 
         assert {k: got["spec"][k] for k in q["spec"]} == q["spec"]
     # the generated schema carries the Go types' validation markers (weight >= 1)
     bad = dict(objs[-1], spec={**objs[-1]["spec"], "weight": 0})
-    out = kubectl(lw, "apply", "--server-side", "--field-manager=gpucluster-test", "--dry-run=server", "-f", "-",
+    out = lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "--dry-run=server", "-f", "-",
                   stdin=yaml.safe_dump(bad), check=False)
     assert "spec.weight" in out and "greater than or equal to 1" in out, out
 
 
 def test_start_again_changes_nothing_and_listens_on_loopback_only(
-    kube: Kube, lw: LocalWorld, spec: ClusterSpec
+    kube: Kube, lw: Cluster, spec: ClusterSpec
 ) -> None:
     before = {n: c.pid for n, c in local_volcano._load(lw.world).items()}
     assert set(before) == {"vc-scheduler", "vc-controller-manager"}
@@ -254,30 +211,30 @@ def test_start_again_changes_nothing_and_listens_on_loopback_only(
 
 
 # -- gang admission --------------------------------------------------------------------------------
-def test_gang_job_waits_for_all_gpus_then_binds_together(kube: Kube, lw: LocalWorld) -> None:
+def test_gang_job_waits_for_all_gpus_then_binds_together(kube: Kube, lw: Cluster) -> None:
     block(lw, ["t-1", "t-2", "t-3"])
     wait_for("6 free GPUs", lambda: free_gpus(kube) == 6)
-    apply(lw, vcjob("gang", "team-a", replicas=4, gpus=2))
+    lw.apply(vcjob("gang", "team-a", replicas=4, gpus=2))
     wait_for("4 gang pods created", lambda: len(pods(kube, "team-a", "job=gang")) == 4)
     hold(8, lambda: not bound(pods(kube, "team-a", "job=gang")) or pytest.fail("a worker was bound early"))
     assert free_gpus(kube) == 6  # nothing held by a half-started job
-    kubectl(lw, "delete", "pod", "block-t-1", "-n", "blockers", "--wait=false")
+    lw.kubectl("delete", "pod", "block-t-1", "-n", "blockers", "--wait=false")
     watch_all_or_nothing(kube, "team-a", "job=gang", 4, timeout=60)
 
 
-def test_default_scheduler_allocates_part_of_a_gang(kube: Kube, lw: LocalWorld) -> None:
+def test_default_scheduler_allocates_part_of_a_gang(kube: Kube, lw: Cluster) -> None:
     """Why Volcano is there: kube-scheduler binds 3 of 4 workers and those 6 GPUs sit idle."""
     block(lw, ["t-1", "t-2", "t-3"])
     wait_for("6 free GPUs", lambda: free_gpus(kube) == 6)
-    apply(lw, *[plain_pod(f"worker-{i}", "team-a", 2) for i in range(4)])
+    lw.apply(*[plain_pod(f"worker-{i}", "team-a", 2) for i in range(4)])
     wait_for("3 workers bound", lambda: len(bound(pods(kube, "team-a"))) == 3)
     hold(5, lambda: len(bound(pods(kube, "team-a"))) == 3 or pytest.fail("bound count changed"))
     assert free_gpus(kube) == 0
 
 
 # -- queues ----------------------------------------------------------------------------------------
-def test_queue_capability_caps_a_tenant_while_others_run(kube: Kube, lw: LocalWorld) -> None:
-    apply(lw, *[vcjob(f"c{i}", "capped", replicas=1, gpus=2, priority="batch-inference") for i in range(6)])
+def test_queue_capability_caps_a_tenant_while_others_run(kube: Kube, lw: Cluster) -> None:
+    lw.apply(*[vcjob(f"c{i}", "capped", replicas=1, gpus=2, priority="batch-inference") for i in range(6)])
     wait_for("4 capped jobs running", lambda: len(bound(pods(kube, "capped"))) == 4)
 
     def capped_at_8() -> None:
@@ -285,21 +242,21 @@ def test_queue_capability_caps_a_tenant_while_others_run(kube: Kube, lw: LocalWo
         assert held <= 8, f"queue capped holds {held} GPUs, capability is 8"
     hold(6, capped_at_8)
     assert free_gpus(kube) == 4 and len(pods(kube, "capped")) == 6  # two jobs wait despite free GPUs
-    apply(lw, vcjob("other", "team-b", replicas=2, gpus=2))
+    lw.apply(vcjob("other", "team-b", replicas=2, gpus=2))
     watch_all_or_nothing(kube, "team-b", "job=other", 2, timeout=60)
     capped_at_8()
 
 
-def test_two_busy_queues_share_by_weight(kube: Kube, lw: LocalWorld) -> None:
+def test_two_busy_queues_share_by_weight(kube: Kube, lw: Cluster) -> None:
     nodes = [f"t-{i}" for i in range(1, 7)]
     block(lw, nodes)  # both queues get all their demand in before anything can run
     wait_for("cluster full", lambda: free_gpus(kube) == 0)
     jobs = [vcjob(f"{t[-1]}{i}", t, replicas=1, gpus=1, priority="batch-inference")
             for i in range(12) for t in ("team-a", "team-b")]
-    apply(lw, *jobs)
+    lw.apply(*jobs)
     groups = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{}/podgroups"
     wait_for("24 podgroups", lambda: sum(len(kube.items(groups.format(t))) for t in ("team-a", "team-b")) == 24)
-    kubectl(lw, "delete", "pods", "--all", "-n", "blockers", "--wait=false")
+    lw.kubectl("delete", "pods", "--all", "-n", "blockers", "--wait=false")
 
     def counts() -> tuple[int, int]:
         return len(bound(pods(kube, "team-a"))), len(bound(pods(kube, "team-b")))
@@ -317,20 +274,20 @@ def test_two_busy_queues_share_by_weight(kube: Kube, lw: LocalWorld) -> None:
 
 
 # -- priorities ------------------------------------------------------------------------------------
-def test_online_inference_preempts_batch_when_full(kube: Kube, lw: LocalWorld) -> None:
-    apply(lw, *[vcjob(f"batch{i}", "inference", replicas=1, gpus=2, priority="batch-inference") for i in range(6)])
+def test_online_inference_preempts_batch_when_full(kube: Kube, lw: Cluster) -> None:
+    lw.apply(*[vcjob(f"batch{i}", "inference", replicas=1, gpus=2, priority="batch-inference") for i in range(6)])
     wait_for("cluster full of batch", lambda: free_gpus(kube) == 0 and len(bound(pods(kube, "inference"))) == 6)
-    apply(lw, vcjob("online", "inference", replicas=1, gpus=2, priority="online-inference"))
+    lw.apply(vcjob("online", "inference", replicas=1, gpus=2, priority="online-inference"))
     wait_for("online pod bound", lambda: bound(pods(kube, "inference", "job=online")), timeout=90)
     running_batch = [p for p in bound(pods(kube, "inference")) if p["metadata"]["labels"]["job"] != "online"]
     assert len(running_batch) == 5
 
 
-def test_batch_does_not_preempt_training(kube: Kube, lw: LocalWorld) -> None:
-    apply(lw, vcjob("train", "inference", replicas=6, gpus=2, priority="training"))
+def test_batch_does_not_preempt_training(kube: Kube, lw: Cluster) -> None:
+    lw.apply(vcjob("train", "inference", replicas=6, gpus=2, priority="training"))
     wait_for("training gang bound", lambda: len(bound(pods(kube, "inference", "job=train"))) == 6)
     uids = {p["metadata"]["uid"] for p in pods(kube, "inference", "job=train")}
-    apply(lw, vcjob("batch", "inference", replicas=1, gpus=2, priority="batch-inference"))
+    lw.apply(vcjob("batch", "inference", replicas=1, gpus=2, priority="batch-inference"))
     wait_for("batch pod created", lambda: pods(kube, "inference", "job=batch"))
 
     def training_untouched() -> None:
@@ -349,14 +306,14 @@ def _claim_device(kube: Kube, pod: dict) -> tuple[str, str]:
     return result["pool"], result["device"]
 
 
-def test_dra_gang_binds_two_80gb_devices_together_or_not_at_all(kube: Kube, lw: LocalWorld) -> None:
-    apply(lw, plain_pod("occupant", "capped", 0, claim=True))  # kube-scheduler gives it one 80 GB GPU
+def test_dra_gang_binds_two_80gb_devices_together_or_not_at_all(kube: Kube, lw: Cluster) -> None:
+    lw.apply(plain_pod("occupant", "capped", 0, claim=True))  # kube-scheduler gives it one 80 GB GPU
     occupant = wait_for("occupant bound", lambda: bound(pods(kube, "capped", "job=occupant")))[0]
     assert occupant["spec"]["nodeName"] in ("d-1", "d-2")
-    apply(lw, vcjob("dra", "capped", replicas=2, gpus=0, claim=True))
+    lw.apply(vcjob("dra", "capped", replicas=2, gpus=0, claim=True))
     wait_for("gang pods created", lambda: len(pods(kube, "capped", "job=dra")) == 2)
     hold(8, lambda: not bound(pods(kube, "capped", "job=dra")) or pytest.fail("bound with one device free"))
-    kubectl(lw, "delete", "pod", "occupant", "-n", "capped", "--wait=false")
+    lw.kubectl("delete", "pod", "occupant", "-n", "capped", "--wait=false")
     first_bound = watch_all_or_nothing(kube, "capped", "job=dra", 2, timeout=60, strict=False)
     assert max(first_bound.values()) - min(first_bound.values()) <= 30
     gang = bound(pods(kube, "capped", "job=dra"))
@@ -364,10 +321,10 @@ def test_dra_gang_binds_two_80gb_devices_together_or_not_at_all(kube: Kube, lw: 
     assert len(devices) == 2 and {pool for pool, _ in devices} == {"d-1", "d-2"}, devices
 
 
-def test_default_scheduler_binds_half_a_dra_gang(kube: Kube, lw: LocalWorld) -> None:
-    apply(lw, plain_pod("occupant", "capped", 0, claim=True))
+def test_default_scheduler_binds_half_a_dra_gang(kube: Kube, lw: Cluster) -> None:
+    lw.apply(plain_pod("occupant", "capped", 0, claim=True))
     wait_for("occupant bound", lambda: bound(pods(kube, "capped", "job=occupant")))
-    apply(lw, *[plain_pod(f"w{i}", "capped", 0, claim=True) for i in range(2)])
+    lw.apply(*[plain_pod(f"w{i}", "capped", 0, claim=True) for i in range(2)])
     workers = lambda: [p for p in pods(kube, "capped") if p["metadata"]["name"] != "occupant"]  # noqa: E731
     wait_for("one worker bound", lambda: len(bound(workers())) == 1)
     hold(5, lambda: len(bound(pods(kube, "capped"))) == 2 or pytest.fail("bound count changed"))

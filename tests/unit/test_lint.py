@@ -35,3 +35,9 @@ def test_yamllint():
 def test_ansible_lint_production_profile():
     proc = _lint("ansible-lint", "--offline", "roles", "playbooks")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+
+
+def test_mypy():
+    """The package ships py.typed: its annotations must hold (settings and the debt list in pyproject.toml)."""
+    proc = _lint("mypy")
+    assert proc.returncode == 0, proc.stdout + proc.stderr

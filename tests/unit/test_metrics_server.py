@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.local.metrics import KNOBS, MetricsServer, Sample, devices_for, faults, parse, scrape
+from gpucluster.promtext import Sample, parse, scrape
 from gpucluster.render import monitoring
+from gpucluster.simulator.dcgm import KNOBS, MetricsServer, devices_for, faults
 from gpucluster.spec import load_spec
 
 LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"

@@ -99,14 +99,14 @@ def test_gpu_operator_release_uses_the_rendered_sharing_configmap():
 def test_dra_release_carries_the_override_and_the_v1_device_classes():
     resources, urns = run("platform", "local")
     releases = of_type(resources, "helm.sh/v3:Release")
-    (dra,) = [r for r in releases if r.inputs["name"] == "nvidia-dra-driver-gpu"]
+    (dra,) = [r for r in releases if r.inputs["name"] == "dra-driver"]
     assert dra.inputs["values"]["gpuResourcesEnabledOverride"] is True
     classes = of_type(resources, "kubernetes:resource.k8s.io/v1:DeviceClass")
     spec = load_spec(REPO / "inventories" / "local")
     assert {c.inputs["metadata"]["name"] for c in classes} == {d.name for d in spec.dra.device_classes}
     assert len(classes) >= 2
     assert all("selectors" in c.inputs["spec"] for c in classes)
-    assert all("gpucluster:platform:Dra$" in u for u in urns["dra"])
+    assert all("gpucluster:platform:DraDriver$" in u for u in urns["dra-driver"])
 
 
 def test_one_nic_cluster_policy_and_exactly_one_nfd():
@@ -119,7 +119,7 @@ def test_one_nic_cluster_policy_and_exactly_one_nfd():
 
 def test_a_second_nfd_is_refused_before_anything_is_registered():
     def second_nfd(p):
-        for src in p.releases["networking"]:
+        for src in p.releases["network-operator"]:
             src.release.values["nfd"] = {"enabled": True}
 
     with pytest.raises(InputError, match="only one NFD"):
@@ -171,10 +171,10 @@ def test_local_chart_folder_is_used_and_checked():
 
 def test_local_chart_release_passes_values_and_no_repository():
     def local_volcano(p):
-        src = p.releases["scheduling"][0]
+        src = p.releases["volcano"][0]
         rel = replace(src.release, repository=str(CHARTS), chart="gpucluster-probe", version="0.1.0",
                       values=copy.deepcopy(src.release.values))
-        p.releases["scheduling"] = [chart_source(rel)]
+        p.releases["volcano"] = [chart_source(rel)]
 
     resources, _ = run("platform", "lab", mutate=local_volcano)
     (rel,) = [r for r in of_type(resources, "helm.sh/v3:Release") if r.inputs["name"] == "volcano"]
@@ -199,8 +199,8 @@ def test_up_with_a_missing_inventory_names_the_phase_and_exits_2(tmp_path):
 
 
 def test_engine_without_binaries_says_how_to_build_them(tmp_path, monkeypatch):
+    from gpucluster.errors import ToolMissing
     from gpucluster.pulumi.engine import Engine
-    from gpucluster.toolchain import ToolMissing
 
     monkeypatch.setenv("GPUCLUSTER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no pulumi of the user's either

@@ -7,8 +7,10 @@ import copy
 import pytest
 import yaml
 
-from gpucluster import expected
-from gpucluster.render import dra, gpu_operator, monitoring, network, render, tenants, volcano
+from gpucluster import devices, expected
+from gpucluster.render import dra_driver as dra
+from gpucluster.render import gpu_operator, monitoring, render, tenants, volcano
+from gpucluster.render import network_operator as network
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
@@ -120,7 +122,7 @@ def test_rename_by_default_uses_shared_resource(local):
 def test_dra_devices_for_mig_pool(local):
     from gpucluster import catalog
 
-    devs = expected.dra_devices("c", "h", catalog.get("A100-80GB"), 2, {"1g.10gb": 7})
+    devs = devices.dra_devices("c", "h", catalog.get("A100-80GB"), 2, {"1g.10gb": 7})
     assert len(devs) == 14 and {d.type for d in devs} == {"mig"}
     assert devs[0].profile == "1g.10gb" and devs[0].parent_uuid.startswith("GPU-")
     assert len({d.uuid for d in devs}) == 14 and len({d.name for d in devs}) == 14
@@ -246,7 +248,7 @@ def test_releases_pinned(local):
 
     rels = {r.name: r for r in render(local).releases}
     assert rels["gpu-operator"].version == versions.CHARTS["gpu-operator"].version
-    assert rels["nvidia-dra-driver-gpu"].version == "0.4.1"
+    assert rels["dra-driver"].version == "0.4.1"
     assert rels["volcano"].version == "1.15.1"
 
 

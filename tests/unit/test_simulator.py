@@ -10,12 +10,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpucluster import catalog, expected
-from gpucluster.local import simulator_agents as agents
-from gpucluster.local import simulator_configs as configs
-from gpucluster.local.simulator import silicon_of
-from gpucluster.render import gpu_operator, network
+from gpucluster import catalog, devices, expected
+from gpucluster import labels as L
+from gpucluster.render import gpu_operator
+from gpucluster.render import network_operator as network
 from gpucluster.render.nodes import node_config
+from gpucluster.simulator import agents
+from gpucluster.simulator.agents import device_plugin as configs
+from gpucluster.simulator.silicon import Silicon, silicon_of
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
@@ -63,7 +65,7 @@ def test_rendered_configmaps_give_the_expected_nodes(inventory, request) -> None
     inputs = deployed(spec)
     for host, state in expected.host_states(spec).items():
         got = agents_for(spec, host, inputs)
-        want_gfd = {k: v for k, v in state.labels.items() if agents.is_gfd_label(k)}
+        want_gfd = {k: v for k, v in state.labels.items() if L.is_gfd_label(k)}
         assert got.labels == want_gfd, host
         assert extended(got.capacity) == state.resources, host
         assert extended(got.allocatable) == state.resources, host
@@ -114,7 +116,7 @@ def test_missing_key_falls_back_to_default(spec) -> None:
 
 
 def test_label_naming_an_unknown_key_falls_back_to_default(spec) -> None:
-    got = agents_for(spec, "l4-1", deployed(spec), labels={expected.DEVICE_PLUGIN_CONFIG_LABEL: "nope"})
+    got = agents_for(spec, "l4-1", deployed(spec), labels={L.DEVICE_PLUGIN_CONFIG: "nope"})
     assert extended(got.allocatable) == {"nvidia.com/gpu": 4}
     assert "using 'default'" in agents.describe(got, got.labels)
 
@@ -136,7 +138,7 @@ def test_rename_by_default_and_mps() -> None:
         "default": "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n"
         "    - {name: nvidia.com/gpu, replicas: 4}\n"
     }
-    got = agents.node_agents(agents.Silicon("n", model, 2), {}, {}, device_plugin_data=data, mig_data=None)
+    got = agents.node_agents(Silicon("n", model, 2), {}, {}, device_plugin_data=data, mig_data=None)
     assert extended(got.capacity) == {"nvidia.com/gpu.shared": 8}
     assert got.labels["nvidia.com/gpu.product"] == "NVIDIA-L4"  # no -SHARED suffix when renamed
 
@@ -182,7 +184,7 @@ def test_mig_config_change_and_failure(spec) -> None:
     assert extended(got.allocatable) == {"nvidia.com/mig-3g.40gb": 16}
     assert got.labels["nvidia.com/mig.config.state"] == "success"
 
-    missing = agents_for(spec, "a100-1", deployed(spec), labels={expected.MIG_CONFIG_LABEL: "no-such-config"})
+    missing = agents_for(spec, "a100-1", deployed(spec), labels={L.MIG_CONFIG: "no-such-config"})
     assert missing.labels["nvidia.com/mig.config.state"] == "failed"
     assert extended(missing.allocatable) == {"nvidia.com/gpu": 8}
 
@@ -213,12 +215,12 @@ def test_mig_devices_in_a_resource_slice() -> None:
         )
     }
     labels = {
-        expected.MIG_CONFIG_LABEL: "m",
-        expected.DRA_LABEL: "true",
-        expected.DEPLOY_DEVICE_PLUGIN_LABEL: "false",
+        L.MIG_CONFIG: "m",
+        L.DRA: "true",
+        L.DEPLOY_DEVICE_PLUGIN: "false",
     }
     got = agents.node_agents(
-        agents.Silicon("n", model, 2), labels, {}, device_plugin_data=None, mig_data=mig_data
+        Silicon("n", model, 2), labels, {}, device_plugin_data=None, mig_data=mig_data
     )
     assert len(got.devices) == 14 and extended(got.capacity) == {}
     d = got.devices[0]["attributes"]
@@ -240,15 +242,15 @@ def test_slice_device_shape(spec) -> None:
     assert attrs["cudaComputeCapability"] == {"version": "9.0.0"}
     assert attrs["driverVersion"] == {"version": "580.95.5"}  # semver: no leading zero
     assert attrs["resource.kubernetes.io/pciBusID"]["string"].startswith("0000:")
-    assert attrs["uuid"]["string"] == expected.device_uuid("local", "h100-1", 3)
+    assert attrs["uuid"]["string"] == devices.device_uuid("local", "h100-1", 3)
     assert int(dev["capacity"]["memory"]["value"]) == catalog.get("H100-SXM5-80GB").memory_bytes
 
 
 def test_dra_label_decides_which_nodes_get_slices(spec) -> None:
     inputs = deployed(spec)
     assert agents_for(spec, "h200-1", inputs).devices is None
-    assert len(agents_for(spec, "h200-1", inputs, labels={expected.DRA_LABEL: "true"}).devices) == 8
-    off = agents_for(spec, "h100-1", inputs, labels={expected.DRA_LABEL: "false"})
+    assert len(agents_for(spec, "h200-1", inputs, labels={L.DRA: "true"}).devices) == 8
+    off = agents_for(spec, "h100-1", inputs, labels={L.DRA: "false"})
     assert off.devices is None
     # The device plugin is still off there (deploy label false), so nothing is advertised at all.
     assert "nvidia.com/gpu" not in off.capacity
@@ -259,12 +261,12 @@ def test_dra_label_decides_which_nodes_get_slices(spec) -> None:
 
 def test_unhealthy_gpu_lowers_allocatable_not_capacity(spec) -> None:
     inputs = deployed(spec)
-    got = agents_for(spec, "h200-1", inputs, annotations={agents.FAULT_UNHEALTHY: "2"})
+    got = agents_for(spec, "h200-1", inputs, annotations={L.FAULT_UNHEALTHY_GPUS: "2"})
     assert got.capacity["nvidia.com/gpu"] == "8" and got.allocatable["nvidia.com/gpu"] == "7"
     # A time-sliced GPU takes all of its replicas with it, as the device plugin reports them.
-    l4 = agents_for(spec, "l4-1", inputs, annotations={agents.FAULT_UNHEALTHY: "0,9"})  # 9: no such GPU
+    l4 = agents_for(spec, "l4-1", inputs, annotations={L.FAULT_UNHEALTHY_GPUS: "0,9"})  # 9: no such GPU
     assert (l4.capacity["nvidia.com/gpu"], l4.allocatable["nvidia.com/gpu"]) == ("16", "12")
-    dra = agents_for(spec, "h100-1", inputs, annotations={agents.FAULT_UNHEALTHY: "1"})
+    dra = agents_for(spec, "h100-1", inputs, annotations={L.FAULT_UNHEALTHY_GPUS: "1"})
     assert "gpu-1" not in [d["name"] for d in dra.devices] and len(dra.devices) == 7
 
 
@@ -274,20 +276,20 @@ def test_missing_device_and_wrong_product(spec) -> None:
         spec,
         "h100-2",
         inputs,
-        annotations={agents.FAULT_MISSING: "gpu-5, gpu-7", agents.FAULT_PRODUCT: "Tesla-T4"},
+        annotations={L.FAULT_MISSING_DEVICES: "gpu-5, gpu-7", L.FAULT_PRODUCT: "Tesla-T4"},
     )
     assert [d["name"] for d in got.devices] == [f"gpu-{i}" for i in (0, 1, 2, 3, 4, 6)]
     assert got.labels["nvidia.com/gpu.product"] == "Tesla-T4"
 
 
 def test_gfd_label_ownership() -> None:
-    assert agents.is_gfd_label("nvidia.com/gpu.product")
-    assert agents.is_gfd_label("nvidia.com/mig.config.state")
-    assert agents.is_gfd_label("nvidia.com/mig-1g.10gb.count")
-    assert not agents.is_gfd_label(expected.MIG_CONFIG_LABEL)
-    assert not agents.is_gfd_label(expected.DEVICE_PLUGIN_CONFIG_LABEL)
-    assert not agents.is_gfd_label(expected.DEPLOY_DEVICE_PLUGIN_LABEL)
-    assert not agents.is_gfd_label("gpucluster.dev/pool")
+    assert L.is_gfd_label("nvidia.com/gpu.product")
+    assert L.is_gfd_label("nvidia.com/mig.config.state")
+    assert L.is_gfd_label("nvidia.com/mig-1g.10gb.count")
+    assert not L.is_gfd_label(L.MIG_CONFIG)
+    assert not L.is_gfd_label(L.DEVICE_PLUGIN_CONFIG)
+    assert not L.is_gfd_label(L.DEPLOY_DEVICE_PLUGIN)
+    assert not L.is_gfd_label("gpucluster.dev/pool")
 
 
 def test_rdma_follows_the_nic_cluster_policy(spec) -> None:
@@ -302,30 +304,36 @@ def test_rdma_follows_the_nic_cluster_policy(spec) -> None:
 # -- command line, offline -------------------------------------------------------------------------
 
 
-def test_cli_errors_are_one_clear_line(tmp_path) -> None:
-    from click.testing import CliRunner
-
-    from gpucluster.local import simulator_cli
-
-    runner = CliRunner()
-    out = runner.invoke(simulator_cli.gpus, ["sync", "--kubeconfig", str(tmp_path / "nope")])
-    assert out.exit_code == 1 and "kubeconfig" in out.output and "local up" in out.output
+def test_cli_errors_are_one_clear_line(tmp_path, cli) -> None:
+    # A kubeconfig the user names is input: exit 2 (it was 1 before the errors were unified).
+    out = cli("local", "gpus", "sync", "--kubeconfig", str(tmp_path / "nope"))
+    assert out.exit_code == 2 and "kubeconfig" in out.output and "local up" in out.output
     assert "Traceback" not in out.output
     bad = tmp_path / "kubeconfig"
     bad.write_text("this: is: not a kubeconfig")
-    out = runner.invoke(simulator_cli.gpus, ["sync", "--kubeconfig", str(bad)])
-    assert out.exit_code == 1 and "not usable" in out.output
-    out = runner.invoke(simulator_cli.gpus, ["fault", "l4-1", "melted", "--kubeconfig", str(bad)])
+    out = cli("local", "gpus", "sync", "--kubeconfig", str(bad))
+    assert out.exit_code == 2 and "not usable" in out.output
+    out = cli("local", "gpus", "fault", "l4-1", "melted", "--kubeconfig", str(bad))
     assert out.exit_code == 2 and "melted" in out.output
 
 
-def test_stop_spawned_never_kills_a_process_that_is_not_ours(tmp_path) -> None:
+def test_stopping_the_simulator_never_kills_a_process_that_is_not_ours(tmp_path) -> None:
     import os
+    import sys
+    import time
 
-    from gpucluster.local import simulator_cli
+    import pytest
 
-    (tmp_path / simulator_cli.PID_FILE).write_text(f"{os.getpid()}\n")
-    assert simulator_cli.stop_spawned(tmp_path) is False
-    assert not (tmp_path / simulator_cli.PID_FILE).exists()  # the stale pid file is gone
-    (tmp_path / simulator_cli.PID_FILE).write_text("garbage")
-    assert simulator_cli.stop_spawned(tmp_path) is False
+    from gpucluster.addons import gpu_simulator
+    from gpucluster.errors import LocalWorldError
+    from gpucluster.local import addons
+    from gpucluster.procs import Component
+
+    # A record whose pid now belongs to another process (this test run): not ours, never signalled.
+    addons.record(tmp_path, gpu_simulator.NAME, {gpu_simulator.NAME: Component(
+        gpu_simulator.NAME, os.getpid(), sys.executable, ["-m", "gpucluster"], "", time.time())})
+    assert addons.stop(tmp_path, gpu_simulator.NAME) == []
+    assert addons.load(tmp_path, gpu_simulator.NAME) == {}  # the stale record is gone
+    (addons.folder(tmp_path, gpu_simulator.NAME) / addons.RECORD).write_text("garbage")
+    with pytest.raises(LocalWorldError, match="corrupt"):
+        addons.stop(tmp_path, gpu_simulator.NAME)

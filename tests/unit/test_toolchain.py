@@ -7,10 +7,9 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from gpucluster.toolchain import TOOLS, GoMissing, ToolMissing, cache, core, gobuild
-from gpucluster.toolchain.cli import tools
+from gpucluster.errors import GoMissing, ToolMissing
+from gpucluster.toolchain import TOOLS, cache, core, gobuild
 from gpucluster.toolchain.versions import DEFAULT_TOOLS, KUBERNETES
 
 # A fake `go`: answers `go env GOVERSION`, and for `go build ... -o DIR/ PKG...` writes one script per
@@ -149,26 +148,25 @@ def test_old_go_is_refused(env: Path, monkeypatch: pytest.MonkeyPatch, go_versio
         gobuild.find_go()
 
 
-def test_cli_install_without_go_is_one_clear_error(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_install_without_go_is_one_clear_error(env: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:
     monkeypatch.delenv("GPUCLUSTER_GO")
-    result = CliRunner().invoke(tools, ["install", "etcd"])
+    result = cli("tools", "install", "etcd")
     assert result.exit_code == 2
     assert "Go ≥ 1.24 is needed to build the toolchain: apt-get install golang" in result.output
     assert "Traceback" not in result.output
 
 
-def test_cli_install_unknown_name(env: Path) -> None:
-    result = CliRunner().invoke(tools, ["install", "kube-nothing"])
+def test_cli_install_unknown_name(env: Path, cli) -> None:
+    result = cli("tools", "install", "kube-nothing")
     assert result.exit_code == 2
     assert "unknown tool(s) kube-nothing" in result.output
 
 
-def test_cli_install_and_list(env: Path) -> None:
-    runner = CliRunner()
-    result = runner.invoke(tools, ["install", "kwok"])
+def test_cli_install_and_list(env: Path, cli) -> None:
+    result = cli("tools", "install", "kwok")
     assert result.exit_code == 0, result.output
     assert "building kwok" in result.output and "built kwok" in result.output
-    listing = runner.invoke(tools, ["list"])
+    listing = cli("tools", "list")
     assert listing.exit_code == 0
     lines = {line.split()[0]: line for line in listing.output.splitlines()}
     assert str(cache.version_dir(TOOLS["kwok"]) / "kwok") in lines["kwok"]

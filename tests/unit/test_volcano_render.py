@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster.local import volcano as local_volcano
+from gpucluster.addons import volcano as local_volcano
 from gpucluster.render import render, tenants, volcano
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec

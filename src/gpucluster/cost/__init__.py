@@ -1,8 +1,5 @@
 """GPU cost reports: allocated, useful and idle GPU-hours priced with the spec's ``cost.rates``.
 
-:data:`cost` is the ``gpucluster cost`` click command (the CLI adds it when this package exists).
+:mod:`.data` reads usage (Prometheus or a snapshot file); :mod:`.report` prices it. The command is
+:mod:`gpucluster.cli.cost`.
 """
-
-from gpucluster.cost.cli import cost
-
-__all__ = ["cost"]

@@ -113,10 +113,10 @@ def load_snapshot(path: Path) -> list[Usage]:
         raise InputError(f"{path}: not JSON ({err}); CSV snapshots need a .csv suffix") from None
     if not isinstance(doc, dict) or doc.get("kind") != SNAPSHOT_KIND or doc.get("version") != 1:
         raise InputError(f'{path}: not a cost snapshot (expected "kind": "{SNAPSHOT_KIND}", "version": 1)')
-    rows = doc.get("usage")
-    if not isinstance(rows, list):
+    raw_rows = doc.get("usage")
+    if not isinstance(raw_rows, list):
         raise InputError(f"{path}: `usage` must be a list of intervals")
-    return [_usage(r if isinstance(r, dict) else {}, f"{path}: usage[{i}]") for i, r in enumerate(rows)]
+    return [_usage(r if isinstance(r, dict) else {}, f"{path}: usage[{i}]") for i, r in enumerate(raw_rows)]
 
 
 def save_snapshot(usage: list[Usage], path: Path) -> None:

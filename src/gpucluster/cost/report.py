@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -74,11 +74,11 @@ class Report:
     source: str
     rows: list[Line] = field(default_factory=list)
 
-    def _group(self, scope: str, key) -> list[Line]:
+    def _group(self, scope: str, key: Callable[[Line], str]) -> list[Line]:
         groups: dict[str, Line] = {}
         for r in self.rows:
             k = key(r)
-            line = groups.setdefault(k, Line(scope, **({"tenant": k} if scope == "tenant" else {"model": k})))
+            line = groups.setdefault(k, Line(scope, tenant=k) if scope == "tenant" else Line(scope, model=k))
             line.add(r)
         return [groups[k] for k in sorted(groups)]
 

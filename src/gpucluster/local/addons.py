@@ -1,51 +1,105 @@
-"""What runs on top of the local control plane: the GPU simulator and Volcano.
+"""The lifecycle of whatever runs on top of the local control plane, without knowing what it is.
 
-``start`` is called by ``gpucluster local up`` and by ``gpucluster up`` once the control plane is
-healthy; ``World.down`` stops both (by pid) before the control plane.
+An add-on (the GPU simulator, Volcano, ...; see :mod:`gpucluster.addons`) keeps its files in
+``<state>/addons/<name>/`` and records the processes it starts there (``components.json``, one
+:class:`gpucluster.procs.Component` each). The control plane only ever deals with these records:
+``gpucluster local down`` stops every recorded process by pid before the control plane, and
+``gpucluster local status`` lists them, whatever add-ons exist.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from gpucluster.spec.model import ClusterSpec
+from gpucluster import procs
+from gpucluster.errors import LocalWorldError
+from gpucluster.procs import Component
 
-Say = Callable[[str], None]
+FOLDER = "addons"
+RECORD = "components.json"
 
 
-def start(world: Any, spec: ClusterSpec, inventory: Path, *, say: Say, keep_current: bool = True) -> None:
-    """Register the simulated GPU nodes (one sync), keep them current in the background, start Volcano."""
-    from gpucluster.local import volcano
-    from gpucluster.local.simulator import attach
-    from gpucluster.local.simulator_cli import spawn
+@dataclass(frozen=True)
+class AddonProcess:
+    """One recorded add-on process and whether it still runs (and answers its health URL)."""
 
-    pending: list[str] = []
+    addon: str
+    component: Component
+    running: bool
+    healthy: bool
 
-    def quiet(message: str) -> None:
-        # Before the platform stack runs, no sharing/MIG config is deployed yet: every GPU node says
-        # so. Collapse that into one line instead of one warning per node.
-        if "ConfigMap not found" in message or "could not be applied" in message:
-            pending.append(message)
+
+def folder(state_dir: Path, name: str) -> Path:
+    """``<state>/addons/<name>/`` (created)."""
+    path = Path(state_dir) / FOLDER / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def load(state_dir: Path, name: str) -> dict[str, Component]:
+    """The processes add-on ``name`` recorded ({} when none)."""
+    path = Path(state_dir) / FOLDER / name / RECORD
+    if not path.is_file():
+        return {}
+    try:
+        return {n: Component(**c) for n, c in json.loads(path.read_text()).items()}
+    except (ValueError, TypeError) as err:
+        raise LocalWorldError(
+            f"{path} is corrupt ({err}); stop the processes it lists by hand, remove it, and run up again"
+        ) from None
+
+
+def record(state_dir: Path, name: str, comps: dict[str, Component]) -> None:
+    """Record (atomically) the processes add-on ``name`` runs now."""
+    path = folder(state_dir, name) / RECORD
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({n: asdict(c) for n, c in comps.items()}, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def names(state_dir: Path) -> list[str]:
+    """Add-ons that recorded something in ``state_dir``."""
+    root = Path(state_dir) / FOLDER
+    return sorted(p.parent.name for p in root.glob(f"*/{RECORD}")) if root.is_dir() else []
+
+
+def alive(state_dir: Path, comp: Component) -> bool:
+    return comp.cmdline_matches(Path(state_dir)) and not comp.is_zombie()
+
+
+def status(state_dir: Path) -> list[AddonProcess]:
+    """Every recorded add-on process with its running and health state."""
+    out = []
+    for name in names(state_dir):
+        for comp in load(state_dir, name).values():
+            running = alive(state_dir, comp)
+            healthy = running and (not comp.health_url or procs.probe(comp.health_url, None)[0])
+            out.append(AddonProcess(name, comp, running, healthy))
+    return out
+
+
+def stop(state_dir: Path, name: str) -> list[str]:
+    """Stop add-on ``name``'s recorded processes (those still ours), newest first, and forget them."""
+    stopped = []
+    for comp in reversed(list(load(state_dir, name).values())):
+        if alive(state_dir, comp):
+            if not procs.stop(comp.pid):
+                raise LocalWorldError(f"could not stop {comp.name} (pid {comp.pid}); stop it by hand")
+            stopped.append(comp.name)
         else:
-            say(message)
-
-    attach(world, spec, say=quiet).close()
-    if pending:
-        say(f"  {len(pending)} node(s) wait for the device-plugin/MIG configs the platform stack deploys "
-            "(advertised unshared until then)")
-    if keep_current:
-        pid = spawn(world.dir, world.kubeconfig, inventory)
-        say(f"✓ GPU simulator keeps the nodes current (pid {pid}, log {world.dir / 'logs' / 'gpu-simulator.log'})")
-    if spec.scheduling.volcano.enabled:
-        volcano.start(world, spec, say=say)
+            procs.reap(comp.pid)
+    (Path(state_dir) / FOLDER / name / RECORD).unlink(missing_ok=True)
+    return stopped
 
 
-def stop(world: Any) -> list[str]:
-    """Stop the background simulator and Volcano of ``world``; returns what was stopped."""
-    from gpucluster.local import volcano
-    from gpucluster.local.simulator_cli import stop_spawned
-
-    stopped = ["gpu-simulator"] if stop_spawned(world.dir) else []
-    return stopped + volcano.stop(world)
+def stop_all(state_dir: Path) -> list[str]:
+    """Stop every add-on's processes and remove the add-ons' folders."""
+    stopped = []
+    for name in names(state_dir):
+        stopped += stop(state_dir, name)
+    shutil.rmtree(Path(state_dir) / FOLDER, ignore_errors=True)
+    return stopped

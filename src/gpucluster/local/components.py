@@ -11,7 +11,7 @@ import yaml
 
 from gpucluster.local import stages
 from gpucluster.local.pki import Pki
-from gpucluster.local.procs import HOST
+from gpucluster.procs import HOST
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: first address of SERVICE_CIDR

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from gpucluster.local.state import LocalWorldError
+from gpucluster import labels as L
+from gpucluster.errors import LocalWorldError
 from gpucluster.toolchain import path_of
 from gpucluster.toolchain.versions import PROMETHEUS_OPERATOR, WHEREABOUTS
 
@@ -82,7 +83,7 @@ def _crd(
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}", "annotations": {"gpucluster.io/stand-in": "true"}},
+        "metadata": {"name": f"{plural}.{group}", "annotations": {L.STAND_IN: "true"}},
         "spec": {"group": group, "scope": scope, "names": names, "versions": [ver]},
     }
 
@@ -147,7 +148,8 @@ def all_crds(everything: bool = False) -> tuple[list[dict[str, Any]], list[CrdSo
     return docs, sources
 
 
-def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+    """Run the toolchain's kubectl against ``kubeconfig``; its stdout, or LocalWorldError with stderr."""
     cmd = [str(path_of("kubectl")), f"--kubeconfig={kubeconfig}", *args]
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
@@ -155,20 +157,19 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: fl
     return proc.stdout
 
 
-def install_crds(kubeconfig: Path, *, timeout: float = 120, everything: bool = False) -> list[CrdSource]:
-    """Server-side apply the CRDs and wait until all are Established; returns their sources."""
-    docs, sources = all_crds(everything)
+def apply_crds(kubeconfig: Path, docs: list[dict[str, Any]], *, timeout: float = 120) -> list[str]:
+    """Server-side apply CRD documents and wait until every one is Established; returns their names."""
     text = yaml.safe_dump_all(docs, sort_keys=False)
-    _kubectl(
+    kubectl(
         kubeconfig, "apply", "--server-side", "--force-conflicts", "--field-manager=gpucluster-local",
         "-f", "-", stdin=text, timeout=timeout,
     )  # fmt: skip
     # Not `kubectl wait`: it fails outright on a CRD whose status has no conditions yet.
-    names = {s.name for s in sources}
+    names = {d["metadata"]["name"] for d in docs}
     deadline = time.monotonic() + timeout
     pending = names
     while time.monotonic() < deadline:
-        listing = json.loads(_kubectl(kubeconfig, "get", "crd", "-o", "json", timeout=timeout))
+        listing = json.loads(kubectl(kubeconfig, "get", "crd", "-o", "json", timeout=timeout))
         established = {
             item["metadata"]["name"]
             for item in listing["items"]
@@ -177,6 +178,13 @@ def install_crds(kubeconfig: Path, *, timeout: float = 120, everything: bool = F
         }
         pending = names - established
         if not pending:
-            return sources
+            return sorted(names)
         time.sleep(0.5)
     raise LocalWorldError(f"CRDs not Established after {timeout:.0f} s: {', '.join(sorted(pending))}")
+
+
+def install_crds(kubeconfig: Path, *, timeout: float = 120, everything: bool = False) -> list[CrdSource]:
+    """Server-side apply the operators' CRDs and wait until all are Established; returns their sources."""
+    docs, sources = all_crds(everything)
+    apply_crds(kubeconfig, docs, timeout=timeout)
+    return sources

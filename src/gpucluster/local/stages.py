@@ -14,13 +14,15 @@ from typing import Any
 
 import yaml
 
+from gpucluster import labels as L
+
 STAGE_API = "kwok.x-k8s.io/v1alpha1"
 CONFIG_API = "config.kwok.x-k8s.io/v1alpha1"
 #: Nodes kwok manages carry this annotation (value ``fake``); everything else it ignores.
-MANAGE_ANNOTATION = "kwok.x-k8s.io/node"
+MANAGE_ANNOTATION = L.KWOK_NODE
 MANAGE_SELECTOR = f"{MANAGE_ANNOTATION}=fake"
 #: Set to "true" on a kwok node to make (and keep) it NotReady.
-NOT_READY_ANNOTATION = "gpucluster.io/simulate-not-ready"
+NOT_READY_ANNOTATION = L.FAULT_NOT_READY
 #: Node lease duration kwok sets; the controller manager's grace period is derived from it.
 NODE_LEASE_SECONDS = 120
 

@@ -1,9 +1,9 @@
 """The local world's state directory and ``state.json``: what runs, where, since when.
 
 Layout of ``<state>/``: ``state.json``, ``pki/``, ``etcd-data/``, ``logs/<component>.log``,
-``kubeconfig`` (admin) and ``kubeconfigs/<component>``, plus the components' config files.
-A process recorded here is only ever treated as ours while ``/proc/<pid>/cmdline`` still shows the
-binary and the state directory we started it with (pids get reused).
+``kubeconfig`` (admin) and ``kubeconfigs/<component>``, the components' config files, and
+``addons/<name>/`` for whatever runs on top of the control plane (:mod:`gpucluster.local.addons`).
+Processes are recorded as :class:`gpucluster.procs.Component`.
 """
 
 from __future__ import annotations
@@ -14,53 +14,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gpucluster.errors import GpuclusterError
+from gpucluster.errors import LocalWorldError
+from gpucluster.procs import Component
 
 STATE_FILE = "state.json"
 FORMAT = 1
-
-
-class LocalWorldError(GpuclusterError):
-    """Something about the local control plane the user can act on."""
 
 
 def default_state_dir() -> Path:
     """``$GPUCLUSTER_STATE/local``, else ``~/.local/state/gpucluster/local``."""
     base = os.environ.get("GPUCLUSTER_STATE") or str(Path.home() / ".local" / "state" / "gpucluster")
     return Path(base).expanduser() / "local"
-
-
-@dataclass
-class Component:
-    """One process we started."""
-
-    name: str
-    pid: int
-    binary: str
-    args: list[str]
-    log: str
-    started_at: float
-    port: int = 0
-    health_url: str = ""
-
-    def cmdline_matches(self, state_dir: Path) -> bool:
-        """True when ``pid`` is alive and is still this process (not a reused pid)."""
-        try:
-            raw = Path(f"/proc/{self.pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-        argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-        if not argv or Path(argv[0]).name != Path(self.binary).name:
-            return False
-        return any(str(state_dir) in a for a in argv[1:])
-
-    def is_zombie(self) -> bool:
-        """True for a dead child not yet reaped (``/proc/<pid>/stat`` state ``Z``)."""
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 @dataclass

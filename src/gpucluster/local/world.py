@@ -16,17 +16,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpucluster.errors import GpuclusterError
-from gpucluster.local import components, pki, procs
-from gpucluster.local.state import Component, LocalWorldError, State, default_state_dir
-from gpucluster.toolchain import path_of
+from gpucluster import procs
+from gpucluster.errors import GpuclusterError, LocalWorldError
+from gpucluster.local import addons, components, pki
+from gpucluster.local.state import State, default_state_dir
+from gpucluster.procs import Component
+from gpucluster.toolchain import locate, path_of
 from gpucluster.toolchain.versions import KUBERNETES
 
-#: Files and folders ``up`` creates in the state directory; ``down`` removes exactly these.
+#: Files and folders ``up`` creates in the state directory; ``down`` removes exactly these (add-ons
+#: keep theirs under ``addons/``, see :mod:`gpucluster.local.addons`).
 OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml",
-         "gpu-simulator.pid", "volcano.json", "volcano")
+         addons.FOLDER)
 #: Binary (toolchain name) of each component.
 BINARIES = {name: name for name in components.ORDER}
+
+
+def missing_tools(extra: tuple[str, ...] = ("kubectl", "crds")) -> list[str]:
+    """Toolchain entries a local world needs (its components plus ``extra``) that are not built."""
+    return [name for name in (*BINARIES.values(), *extra) if locate(name) is None]
 
 Say = Callable[[str], None]
 
@@ -124,7 +132,7 @@ class World:
     def _probe(self, comp: Component) -> tuple[bool, str]:
         ctx = None
         if comp.health_url.startswith("https"):
-            ctx = procs._tls_context(self.pki.ca, self.pki.cert("admin"), self.pki.key("admin"))
+            ctx = procs.tls_context(self.pki.ca, self.pki.cert("admin"), self.pki.key("admin"))
         return procs.probe(comp.health_url, ctx)
 
     # -- up -----------------------------------------------------------------------------------
@@ -241,9 +249,7 @@ class World:
 
     def _clean(self, state: State | None) -> list[str]:
         """Stop what ``state`` lists (if still ours) and any leftovers; remove owned files."""
-        from gpucluster.local import addons
-
-        stopped = addons.stop(self)
+        stopped = addons.stop_all(self.dir)
         stopped += self._stop_all(state) if state else []
         for pid in procs.find_leftovers(self.dir, set(BINARIES.values())):
             procs.stop(pid)

@@ -6,56 +6,27 @@ by the controller manager). Every request is bounded by a timeout and every wait
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from gpucluster.errors import GpuclusterError
+from gpucluster import kube
+from gpucluster.errors import ClusterUnreachable
 from gpucluster.pulumi.objects import Obj
 from gpucluster.pulumi.plan import ClusterFacts
 
 _TIMEOUT = 10  # seconds per request
 
 
-class ClusterUnreachable(GpuclusterError):
-    """The API server could not be asked."""
+def _client(kubeconfig: str | Path | None) -> kube.Kube:
+    return kube.Kube(kubeconfig, timeout=_TIMEOUT)
 
 
-def _client(kubeconfig: str | Path | None) -> Any:
-    import kubernetes
-
-    cfg = kubernetes.client.Configuration()
-    try:
-        kubernetes.config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
-                                           client_configuration=cfg)
-    except Exception as err:  # the library raises several unrelated types for a bad kubeconfig
-        raise ClusterUnreachable(f"cannot load kubeconfig {kubeconfig or '(default)'}: {err}") from err
-    return kubernetes.client.ApiClient(cfg)
+def _get(api: kube.Kube, path: str) -> dict:
+    return api.get(path) or {}
 
 
-def get_json(api: Any, path: str, *, missing_ok: bool = False) -> dict | None:
-    """GET ``path`` as a plain dict (None for 404 when ``missing_ok``); ClusterUnreachable otherwise."""
-    host = api.configuration.host.rstrip("/")
-    try:
-        resp = api.rest_client.request("GET", host + path, headers={"Accept": "application/json"},
-                                       _request_timeout=_TIMEOUT)
-        data = resp.read()
-    except Exception as err:  # urllib3: refused, TLS, timeouts
-        raise ClusterUnreachable(f"GET {host}{path} failed: {str(err).strip()[:300]}") from err
-    if resp.status == 404 and missing_ok:
-        return None
-    if not 200 <= resp.status < 300:
-        raise ClusterUnreachable(f"GET {host}{path}: HTTP {resp.status}: {data[:300].decode(errors='replace')}")
-    return json.loads(data)
-
-
-def _get(api: Any, path: str) -> dict:
-    return get_json(api, path) or {}
-
-
-def served_kinds(api: Any) -> frozenset[tuple[str, str]]:
+def served_kinds(api: kube.Kube) -> frozenset[tuple[str, str]]:
     """Every (apiVersion, kind) the API server serves, from discovery."""
     out: set[tuple[str, str]] = set()
     group_versions = ["v1"] + [v["groupVersion"] for g in _get(api, "/apis").get("groups", [])
@@ -68,9 +39,9 @@ def served_kinds(api: Any) -> frozenset[tuple[str, str]]:
     return frozenset(out)
 
 
-def node_names(api: Any) -> frozenset[str]:
+def node_names(api: kube.Kube) -> frozenset[str]:
     """Names of the registered Nodes."""
-    return frozenset(n["metadata"]["name"] for n in _get(api, "/api/v1/nodes").get("items", []))
+    return frozenset(n["metadata"]["name"] for n in api.items(kube.NODES))
 
 
 def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True) -> ClusterFacts:
@@ -107,13 +78,13 @@ def _describe(obj: Obj) -> str:
     return f"{obj['kind']} {meta.get('namespace', '') + '/' if meta.get('namespace') else ''}{meta['name']}"
 
 
-def _ready(api: Any, obj: Obj) -> bool:
+def _ready(api: kube.Kube, obj: Obj) -> bool:
     meta = obj["metadata"]
     try:
         if obj["kind"] == "Namespace":
-            live = _get(api, f"/api/v1/namespaces/{meta['name']}")
+            live = _get(api, f"{kube.NAMESPACES}/{meta['name']}")
             return live.get("status", {}).get("phase") == "Active"
-        live = _get(api, f"/api/v1/namespaces/{meta['namespace']}/resourcequotas/{meta['name']}")
+        live = _get(api, kube.namespaced(meta["namespace"], "resourcequotas", meta["name"]))
         hard = live.get("status", {}).get("hard") or {}
         return set(hard) == set(obj["spec"]["hard"])
     except ClusterUnreachable:

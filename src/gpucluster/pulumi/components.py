@@ -13,21 +13,9 @@ from typing import Any, TypedDict
 
 import pulumi
 
+from gpucluster import components
 from gpucluster.pulumi.objects import PROVIDER_VERSION, K8sObject, Obj, object_key
 from gpucluster.pulumi.plan import ChartSource
-
-#: Type token of each component, by render component name.
-COMPONENT_TYPES = {
-    "namespaces": "gpucluster:platform:Namespaces",
-    "gpu-operator": "gpucluster:platform:GpuOperator",
-    "dra": "gpucluster:platform:Dra",
-    "scheduling": "gpucluster:platform:Scheduling",
-    "networking": "gpucluster:platform:Networking",
-    "monitoring": "gpucluster:platform:Monitoring",
-    "nodes": "gpucluster:platform:NodeConfig",
-    "tenants": "gpucluster:tenants:Tenant",
-    "secondary-networks": "gpucluster:tenants:SecondaryNetworks",
-}
 
 
 class ObjectsArgs(TypedDict, total=False):
@@ -107,5 +95,13 @@ def helm_release(src: ChartSource, opts: pulumi.ResourceOptions) -> pulumi.Resou
 
 
 def register(component: str, name: str, args: ObjectsArgs, opts: pulumi.ResourceOptions) -> ClusterObjects:
-    """Create the component for render component ``component`` (a name of :data:`COMPONENT_TYPES`)."""
-    return ClusterObjects(COMPONENT_TYPES[component], name, args, opts)
+    """Create the Pulumi component of registry row ``component`` (see :mod:`gpucluster.components`).
+
+    Earlier names of the row become aliases, so a renamed component keeps its resources.
+    """
+    row = components.get(component)
+    aliases = [pulumi.Alias(name=old if name == component else name, type_=components.type_token(row.stack, kind))
+               for old, kind in row.aliases]
+    if aliases:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases))
+    return ClusterObjects(row.type_token, name, args, opts)

@@ -16,16 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucluster.errors import GpuclusterError
+from gpucluster.errors import StackFailed
 from gpucluster.pulumi.objects import PROVIDER_VERSION
 
 #: Oldest CLI whose Automation API runs inline programs without a language host (``--client``).
 MIN_CLI = (3, 181)
 CHANGE_OPS = ("create", "update", "delete", "replace", "create-replacement", "delete-replaced")
-
-
-class StackFailed(GpuclusterError):
-    """A stack operation failed; the message names the stack, the operation and the resource."""
 
 
 @dataclass

@@ -19,8 +19,10 @@ from typing import Any
 
 import pulumi
 
+from gpucluster import versions
+
 #: The Kubernetes provider version the stacks ask the engine for (see docs/stacks.md for why).
-PROVIDER_VERSION = "4.25.0"
+PROVIDER_VERSION = versions.PULUMI_KUBERNETES_PROVIDER
 
 Obj = Mapping[str, Any]
 

@@ -13,19 +13,10 @@ from pathlib import Path
 
 import yaml
 
+from gpucluster import components
 from gpucluster.errors import InputError
 from gpucluster.pulumi.objects import Obj, gvk, namespace_names
-from gpucluster.render import PLATFORM_COMPONENTS, TENANT_COMPONENTS, Release, Rendered
-
-#: Which platform component registers each release (the rest of that component's objects sit next to it).
-RELEASE_COMPONENT = {
-    "gpu-operator": "gpu-operator",
-    "nvidia-dra-driver-gpu": "dra",
-    "volcano": "scheduling",
-    "network-operator": "networking",
-}
-
-STACKS = ("platform", "tenants")
+from gpucluster.render import Release, Rendered
 
 
 @dataclass(frozen=True)
@@ -108,7 +99,9 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
     """
     facts = facts or ClusterFacts()
     platform, tenants = StackPlan("platform"), StackPlan("tenants")
-    tenant_ns = namespace_names(rendered.objects(*TENANT_COMPONENTS))
+    platform_components = components.of_stack(components.PLATFORM)
+    tenant_components = components.of_stack(components.TENANTS)
+    tenant_ns = namespace_names(rendered.objects(*tenant_components))
 
     def admit(stack: StackPlan, component: str, obj: Obj) -> None:
         if facts.served is not None and gvk(obj) not in facts.served:
@@ -119,19 +112,19 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
             return
         stack.components.setdefault(component, []).append(obj)
 
-    for comp in PLATFORM_COMPONENTS:
+    for comp in platform_components:
         for obj in rendered.components.get(comp, []):
             if obj["metadata"].get("namespace") in tenant_ns:
                 admit(tenants, "secondary-networks", obj)
             else:
                 admit(platform, comp, obj)
-    for comp in TENANT_COMPONENTS:
+    for comp in tenant_components:
         for obj in rendered.components.get(comp, []):
             admit(tenants, comp, obj)
 
     for rel in rendered.releases:
         src = chart_source(rel)
-        comp = RELEASE_COMPONENT.get(rel.name, rel.name)
+        comp = rel.name  # a release is named after the component that installs it
         if src.local_path is None and not facts.remote_charts:
             platform.skipped.append(Skipped("platform", f"release {rel.name} ({rel.chart} {rel.version})",
                                             "chart repositories are unreachable here; the GPU simulator "

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pulumi
 
+from gpucluster import components
 from gpucluster.errors import InputError
 from gpucluster.pulumi import components as c
 from gpucluster.pulumi.objects import PROVIDER_VERSION, Obj
 from gpucluster.pulumi.plan import StackPlan, plan
-from gpucluster.render import PLATFORM_COMPONENTS, render
+from gpucluster.render import render
 from gpucluster.spec import load_spec
 
 
@@ -60,7 +61,7 @@ def platform(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects
     ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", [])}, base)
     out = {"namespaces": ns}
     by_ns = ns.namespaces
-    for comp in PLATFORM_COMPONENTS:
+    for comp in components.of_stack(components.PLATFORM):
         if comp == "namespaces":
             continue
         objects, releases = p.components.get(comp, []), p.releases.get(comp, [])
@@ -105,7 +106,8 @@ def from_config() -> None:
     """
     cfg = pulumi.Config("gpucluster")
     inventory = Path(cfg.require("inventory")).expanduser()
-    kubeconfig = str(Path(cfg.get("kubeconfig")).expanduser()) if cfg.get("kubeconfig") else None
+    given = cfg.get("kubeconfig")
+    kubeconfig = str(Path(given).expanduser()) if given else None
     from gpucluster.pulumi.cluster import discover
 
     facts = discover(kubeconfig, remote_charts=cfg.get_bool("remoteCharts") is not False)

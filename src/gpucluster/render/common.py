@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucluster"}
+from gpucluster import labels as L
+
+MANAGED_BY = {L.MANAGED_BY: "gpucluster"}
 
 Obj = dict[str, Any]
 

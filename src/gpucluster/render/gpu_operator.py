@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import yaml
 
-from gpucluster import expected
 from gpucluster.render.common import Obj, config_map
 from gpucluster.render.monitoring import DCGM_CONFIGMAP, dcgm_metrics_configmap
-from gpucluster.spec.model import ClusterSpec, SharingMode
+from gpucluster.spec import mig as miglib
+from gpucluster.spec.model import ChartRef, ClusterSpec, NodePool, SharingMode
 
 DEVICE_PLUGIN_CONFIGMAP = "gpucluster-device-plugin-config"
 MIG_CONFIGMAP = "gpucluster-mig-parted-config"
@@ -41,16 +41,24 @@ def device_plugin_config(spec: ClusterSpec) -> dict[str, dict]:
     return configs
 
 
+def mig_config_name(pool: NodePool) -> str:
+    """The mig-parted config a MIG pool's nodes are labelled with: its named layout, or one of ours."""
+    assert pool.sharing.mig
+    if pool.sharing.mig.profiles is None and pool.sharing.mig.layout:
+        return pool.sharing.mig.layout
+    return f"gpucluster-{pool.name}"
+
+
 def mig_parted_config(spec: ClusterSpec) -> dict:
     configs: dict[str, list] = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
     for pool in spec.gpu_pools:
         if pool.sharing.mode is not SharingMode.mig:
             continue
-        layout = {p: n for p, n in sorted(expected.mig_layout(pool).items()) if n}
+        layout = {p: n for p, n in sorted(miglib.pool_layout(pool).items()) if n}
         entry: dict = {"devices": "all", "mig-enabled": bool(layout)}
         if layout:
             entry["mig-devices"] = layout
-        configs[expected.mig_config_name(pool)] = [entry]
+        configs[mig_config_name(pool)] = [entry]
     return {"version": "v1", "mig-configs": configs}
 
 
@@ -91,3 +99,16 @@ def values(spec: ClusterSpec) -> dict:
         # so there is exactly one scrape of every exporter.
         v["dcgmExporter"]["serviceMonitor"] = {"enabled": False}
     return v
+
+
+def enabled(spec: ClusterSpec) -> bool:
+    """The GPU Operator release is installed unless the spec turns it off."""
+    return spec.gpu_operator.enabled
+
+
+def namespace(spec: ClusterSpec) -> str:
+    return spec.gpu_operator.namespace
+
+
+def chart(spec: ClusterSpec) -> ChartRef:
+    return spec.gpu_operator.chart

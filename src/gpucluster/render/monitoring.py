@@ -9,6 +9,7 @@ often holds its pod name, so it is overwritten with the node name too). Alert ru
 
 from __future__ import annotations
 
+from gpucluster.render import dashboard
 from gpucluster.render.common import Obj, config_map, obj
 from gpucluster.spec.model import ClusterSpec
 
@@ -261,8 +262,6 @@ def prometheus_rule(spec: ClusterSpec) -> Obj:
 
 
 def objects(spec: ClusterSpec) -> list[Obj]:
-    from gpucluster.render import dashboard  # imported here: dashboard reads this module's names
-
     if not spec.monitoring.enabled:
         return []
     out = [prometheus_rule(spec), dashboard.configmap(spec)]

@@ -1,13 +1,31 @@
 """Node labels and taints per host: what Ansible passes to kubelet and the platform stack patches.
 
 Nodes are created by their kubelets, not by us, so this is data (host → labels/taints), not objects
-for ``kubectl apply``.
+for ``kubectl apply``. :func:`management_labels` are the labels that tell the GPU Operator's operands
+and the DRA driver how to serve a pool's nodes.
 """
 
 from __future__ import annotations
 
-from gpucluster import expected
-from gpucluster.spec.model import ClusterSpec
+from gpucluster import labels as L
+from gpucluster.render.gpu_operator import mig_config_name
+from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
+
+
+def management_labels(pool: NodePool) -> dict[str, str]:
+    """Labels our render core sets so the operators configure each pool's nodes."""
+    labels: dict[str, str] = {}
+    if pool.gpu is None:
+        return labels
+    if pool.uses_device_plugin and pool.sharing.mode in (SharingMode.time_slicing, SharingMode.mps):
+        labels[L.DEVICE_PLUGIN_CONFIG] = pool.name
+    if pool.sharing.mode is SharingMode.mig:
+        labels[L.MIG_CONFIG] = mig_config_name(pool)
+    if pool.uses_dra:
+        labels[L.DRA] = "true"
+    if not pool.uses_device_plugin:
+        labels[L.DEPLOY_DEVICE_PLUGIN] = "false"
+    return labels
 
 
 def node_config(spec: ClusterSpec) -> dict[str, dict]:
@@ -19,9 +37,9 @@ def node_config(spec: ClusterSpec) -> dict[str, dict]:
         labels: dict[str, str] = {}
         taints: list[dict] = []
         if pool is not None:
-            labels[expected.POOL_LABEL] = pool.name
+            labels[L.POOL] = pool.name
             labels.update(pool.labels)
-            labels.update(expected.node_management_labels(spec, pool))
+            labels.update(management_labels(pool))
             taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in pool.effective_taints]
         out[host.name] = {"labels": dict(sorted(labels.items())), "taints": taints}
     return out

@@ -7,8 +7,9 @@ policies or RBAC: those come from the spec and the platform team.
 
 from __future__ import annotations
 
+from gpucluster import labels as L
 from gpucluster.render.common import Obj, namespace, obj
-from gpucluster.render.dra import tenant_claim_templates
+from gpucluster.render.dra_driver import tenant_claim_templates
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec, Tenant
 
@@ -38,11 +39,11 @@ ADMIN_EXTRA = [
 def tenant_namespace(t: Tenant) -> Obj:
     level = t.pod_security
     return namespace(t.ns, labels={
-        "gpucluster.dev/tenant": t.name,
-        "pod-security.kubernetes.io/enforce": level,
-        "pod-security.kubernetes.io/enforce-version": "latest",
-        "pod-security.kubernetes.io/audit": level,
-        "pod-security.kubernetes.io/warn": level,
+        L.TENANT: t.name,
+        L.POD_SECURITY_ENFORCE: level,
+        L.POD_SECURITY_ENFORCE_VERSION: "latest",
+        L.POD_SECURITY_AUDIT: level,
+        L.POD_SECURITY_WARN: level,
     })
 
 
@@ -64,7 +65,7 @@ def quota(t: Tenant) -> Obj:
     for name, n in sorted(t.quota.extended.items()):
         hard[f"requests.{name}"] = str(n)
     return obj("v1", "ResourceQuota", "gpucluster-quota", t.ns,
-               annotations={"gpucluster.dev/queue-capability-gpus": str(queue_capability(t))},
+               annotations={L.QUEUE_CAPABILITY: str(queue_capability(t))},
                spec={"hard": hard})
 
 
@@ -92,7 +93,7 @@ def rbac(t: Tenant) -> list[Obj]:
 def network_policy(t: Tenant, monitoring_ns: str | None) -> Obj:
     peers: list[dict] = [{"podSelector": {}}]  # same namespace
     if monitoring_ns:
-        peers.append({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring_ns}}})
+        peers.append({"namespaceSelector": {"matchLabels": {L.NAMESPACE_NAME: monitoring_ns}}})
     return obj("networking.k8s.io/v1", "NetworkPolicy", "gpucluster-isolate", t.ns, spec={
         "podSelector": {},
         "policyTypes": ["Ingress"],

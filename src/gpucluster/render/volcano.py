@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import yaml
 
+from gpucluster import labels as L
 from gpucluster.render.common import Obj, obj
-from gpucluster.spec.model import ClusterSpec, Tenant
+from gpucluster.spec.model import ChartRef, ClusterSpec, Tenant
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 #: The scheduler name pods and Volcano Jobs carry in ``spec.schedulerName``.
@@ -104,7 +105,7 @@ def queue(tenant: Tenant) -> Obj:
         spec["capability"]["memory"] = tenant.quota.memory
     if tenant.queue.guarantee_gpus:
         spec["guarantee"] = {"resource": {"nvidia.com/gpu": str(tenant.queue.guarantee_gpus)}}
-    return obj(QUEUE_API, "Queue", tenant.name, labels={"gpucluster.dev/tenant": tenant.name}, spec=spec)
+    return obj(QUEUE_API, "Queue", tenant.name, labels={L.TENANT: tenant.name}, spec=spec)
 
 
 def priority_classes(spec: ClusterSpec) -> list[Obj]:
@@ -125,3 +126,15 @@ def objects(spec: ClusterSpec) -> list[Obj]:
     if spec.scheduling.volcano.enabled:
         out += [queue(t) for t in spec.tenants]
     return out
+
+
+def enabled(spec: ClusterSpec) -> bool:
+    return spec.scheduling.volcano.enabled
+
+
+def namespace(spec: ClusterSpec) -> str:
+    return spec.scheduling.volcano.namespace
+
+
+def chart(spec: ClusterSpec) -> ChartRef:
+    return spec.scheduling.volcano.chart

@@ -7,7 +7,13 @@ at the offsets NVIDIA allows (a small backtracking search over the placement tab
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from gpucluster import catalog
 from gpucluster.catalog import GpuModel
+
+if TYPE_CHECKING:
+    from gpucluster.spec.model import NodePool
 
 
 class LayoutError(ValueError):
@@ -116,3 +122,15 @@ def _gib(model: GpuModel, slices: int) -> int:
 
 def _fmt(layout: dict[str, int]) -> str:
     return ", ".join(f"{c}x {n}" for n, c in sorted(layout.items()))
+
+
+def pool_layout(pool: NodePool) -> dict[str, int]:
+    """Profile → count on one GPU of a MIG pool: its explicit profiles or its named layout resolved.
+
+    The pool must be a validated MIG pool.
+    """
+    assert pool.gpu and pool.sharing.mig
+    model = catalog.get(pool.gpu.model)
+    if pool.sharing.mig.profiles is not None:
+        return dict(pool.sharing.mig.profiles)
+    return resolve_named(model, pool.sharing.mig.layout or "all-balanced")

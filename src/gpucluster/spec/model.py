@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from gpucluster import versions
+from gpucluster import components, versions
 from gpucluster.spec.quantity import check_cpu, check_duration, check_memory
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -80,8 +80,9 @@ class ChartRef(Model):
 
 
 def _chart(name: str) -> ChartRef:
-    pin = versions.CHARTS[name]
-    return ChartRef(repository=pin.repository, version=pin.version, chart=pin.chart)
+    pin = components.get(name).chart
+    assert pin is not None, name
+    return ChartRef(repository=pin.repository, version=pin.version, chart=pin.name)
 
 
 # --- hosts and pools --------------------------------------------------------------------------
@@ -210,7 +211,7 @@ class NodePool(Model):
     def effective_taints(self) -> list[Taint]:
         if self.taints is not None:
             return self.taints
-        return [Taint(**DEFAULT_GPU_TAINT)] if self.gpu else []
+        return [Taint.model_validate(DEFAULT_GPU_TAINT)] if self.gpu else []
 
 
 # --- kubernetes -------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from decimal import Decimal
 
 _QUANTITY = re.compile(r"^(?P<num>\d+(\.\d+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_DECIMAL: dict[str, Decimal] = {"m": Decimal("0.001"), "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9),
+                                 "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18)}
 # Units people write that Kubernetes does not accept, and what they meant.
 _WRONG_UNITS = {"KB": "Ki", "MB": "Mi", "GB": "Gi", "TB": "Ti", "KiB": "Ki", "MiB": "Mi", "GiB": "Gi",
                 "TiB": "Ti", "kb": "Ki", "mb": "Mi", "gb": "Gi", "tb": "Ti", "g": "Gi", "gi": "Gi", "mi": "Mi"}
@@ -23,7 +24,7 @@ def parse_quantity(value: str) -> Decimal:
     if suffix in _BINARY:
         return num * _BINARY[suffix]
     if suffix in _DECIMAL:
-        return num * Decimal(_DECIMAL[suffix])
+        return num * _DECIMAL[suffix]
     return num
 
 

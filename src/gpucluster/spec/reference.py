@@ -35,7 +35,7 @@ def _type_name(t: Any) -> str:
     return getattr(t, "__name__", str(t))
 
 
-def _default(field) -> str:
+def _default(field: Any) -> str:
     if field.default is not PydanticUndefined:
         d = field.default
         if isinstance(d, enum.Enum):

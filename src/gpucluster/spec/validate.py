@@ -11,10 +11,12 @@ import ipaddress
 from collections import Counter
 from collections.abc import Iterable
 
-from gpucluster import catalog, expected
+from gpucluster import catalog
+from gpucluster.catalog import GpuModel
 from gpucluster.errors import Problem
+from gpucluster.spec import capacity
 from gpucluster.spec import mig as miglib
-from gpucluster.spec.model import ClusterSpec, SharingMode
+from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
 
 MIN_DRA_MINOR = 34  # resource.k8s.io/v1 is GA (and DRA on by default) from Kubernetes 1.34
 
@@ -116,7 +118,7 @@ def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
     return len(c.problems) == errors_before
 
 
-def _mig_pool(spec: ClusterSpec, c: _Collector, base: str, pool, model) -> None:
+def _mig_pool(spec: ClusterSpec, c: _Collector, base: str, pool: NodePool, model: GpuModel) -> None:
     if not model.mig_capable:
         migs = [k for k, m in catalog.catalog().items() if m.mig_capable]
         c.error(f"{base}.sharing.mode", f"{model.key} does not support MIG",
@@ -132,7 +134,7 @@ def _mig_pool(spec: ClusterSpec, c: _Collector, base: str, pool, model) -> None:
         return
     where = f"{base}.sharing.mig.layout" if mig.layout is not None else f"{base}.sharing.mig.profiles"
     try:
-        layout = expected.mig_layout(pool)
+        layout = miglib.pool_layout(pool)
         miglib.check_fits(model, layout)
     except miglib.LayoutError as err:
         c.error(where, str(err), err.hint)
@@ -253,16 +255,16 @@ def _tenants(spec: ClusterSpec, c: _Collector, capacity_known: bool) -> None:
                     "a queue cannot be guaranteed more than it may use")
     if not capacity_known:
         return
-    capacity = expected.cluster_gpu_capacity(spec)
+    gpus = capacity.cluster_gpu_capacity(spec)
     total = sum(t.quota.gpus for t in spec.tenants)
-    if total > capacity:
+    if total > gpus:
         detail = ", ".join(f"{t.name}={t.quota.gpus}" for t in spec.tenants if t.quota.gpus)
         c.error("tenants", f"tenant GPU quotas add up to {total} ({detail}) but the cluster advertises "
-                f"{capacity} nvidia.com/gpu", "lower the quotas or add GPU capacity")
+                f"{gpus} nvidia.com/gpu", "lower the quotas or add GPU capacity")
     caps = sum(t.queue.capability_gpus if t.queue.capability_gpus is not None else t.quota.gpus
                for t in spec.tenants)
-    if caps > capacity:
-        c.warn("tenants", f"queue capabilities add up to {caps} GPUs, above the cluster's {capacity}",
+    if caps > gpus:
+        c.warn("tenants", f"queue capabilities add up to {caps} GPUs, above the cluster's {gpus}",
                "fine for borrowing, but queues cannot all reach their capability at once")
 
 

@@ -4,8 +4,7 @@
 ``path_of()`` finds a built tool or says how to get it. Versions live in :mod:`.versions`.
 """
 
-from gpucluster.toolchain.core import ToolMissing, ensure, locate, path_of
-from gpucluster.toolchain.gobuild import GoMissing
+from gpucluster.toolchain.core import ensure, locate, path_of
 from gpucluster.toolchain.versions import TOOLS, Tool
 
-__all__ = ["TOOLS", "GoMissing", "Tool", "ToolMissing", "ensure", "locate", "path_of"]
+__all__ = ["TOOLS", "Tool", "ensure", "locate", "path_of"]

@@ -12,13 +12,9 @@ from pathlib import Path
 
 import click
 
-from gpucluster.errors import ToolError
+from gpucluster.errors import ToolError, ToolMissing
 from gpucluster.toolchain import cache, gobuild
 from gpucluster.toolchain.versions import DEFAULT_TOOLS, TOOLS, Tool
-
-
-class ToolMissing(ToolError):
-    """A tool the caller needs has not been built (and no matching one is on PATH)."""
 
 
 def _tool(name: str) -> Tool:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpucluster.errors import ToolError
+from gpucluster.errors import GoMissing, ToolError
 from gpucluster.toolchain.versions import CRD_PACKAGES, MIN_GO, Tool
 
 Progress = Callable[[str], None]
@@ -23,12 +23,6 @@ _GO_HINT = (
 
 #: Where Go lands when installed from the upstream tarball but not put on PATH.
 FALLBACK_GO: tuple[str, ...] = ("/usr/local/go/bin/go",)
-
-
-class GoMissing(ToolError):
-    """No usable Go toolchain was found."""
-
-    exit_code = 2
 
 
 def wrappers_root() -> Path:

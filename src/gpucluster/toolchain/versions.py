@@ -10,14 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpucluster import versions
+
 #: Kubernetes release of the control plane binaries; its staging modules are at v0.<minor>.<patch>.
-KUBERNETES = "v1.36.3"
-ETCD = "v3.6.16"
-KWOK = "v0.8.0"
-CONTROLLER_TOOLS = "v0.20.0"
+KUBERNETES = f"v{versions.KUBERNETES}"
+ETCD = versions.ETCD
+KWOK = versions.KWOK
+CONTROLLER_TOOLS = versions.CONTROLLER_TOOLS
 #: Upstream API modules whose CRDs controller-gen generates (see tools/crds/go.mod).
-PROMETHEUS_OPERATOR = "v0.95.2"
-WHEREABOUTS = "v0.9.2"
+PROMETHEUS_OPERATOR = versions.PROMETHEUS_OPERATOR_APIS
+WHEREABOUTS = versions.WHEREABOUTS
+_major, _minor, _patch = versions.PROMETHEUS.split(".")
+#: Prometheus x.y.z is published as Go module version v0.<x><yy>.<z>.
+PROMTOOL = f"v0.{_major}{int(_minor):02d}.{_patch}"
+PULUMI = versions.PULUMI
+PULUMI_KUBERNETES = f"v{versions.PULUMI_KUBERNETES_PROVIDER}"
+VOLCANO = versions.VOLCANO_LOCAL
 
 #: Oldest Go that builds every pinned module (their go.mod files say go 1.24 … 1.26).
 MIN_GO = (1, 24)
@@ -122,33 +130,35 @@ _ALL: list[Tool] = [
     # promtool checks and unit-tests the rendered PrometheusRule (Prometheus 3.16.0 = module v0.316.0).
     Tool(
         name="promtool",
-        version="v0.316.0",
+        version=PROMTOOL,
         module="promtool",
         package="github.com/prometheus/prometheus/cmd/promtool",
-        ldflags=("-X github.com/prometheus/common/version.Version=3.16.0",),
+        ldflags=(f"-X github.com/prometheus/common/version.Version={versions.PROMETHEUS}",),
         # Rule checking and rule tests need no cloud service discovery; leaving those SDKs out cut
         # the cold build from ~64 min to ~4 min under load here (88 MB -> 54 MB binary).
         tags=("remove_all_sd",),
-        version_text="promtool, version 3.16.0 ",
+        version_text=f"promtool, version {versions.PROMETHEUS} ",
     ),
     # The Pulumi engine for the stacks (issue 4). The CLI's wrapper requires pkg/v3 and sdk/v3 at
     # the same version; the Kubernetes provider is upstream tag v4.25.0 (a pseudo-version in
     # tools/pulumi-kubernetes/go.mod) served by a small main of ours. The provider prints no version.
     Tool(
         name="pulumi",
-        version="v3.274.1",
+        version=PULUMI,
         module="pulumi",
         package="github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
-        ldflags=("-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v3.274.1",),
+        ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={PULUMI}",),
         version_args=("version",),
-        version_text="v3.274.1\n",
+        version_text=f"{PULUMI}\n",
     ),
     Tool(
         name="pulumi-resource-kubernetes",
-        version="v4.25.0",
+        version=PULUMI_KUBERNETES,
         module="pulumi-kubernetes",
         package="gpucluster.local/tools/pulumi-kubernetes/cmd/pulumi-resource-kubernetes",
-        ldflags=("-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=4.25.0",),
+        ldflags=(
+            f"-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version={PULUMI_KUBERNETES.lstrip('v')}",
+        ),
         version_args=(),
     ),
     # Volcano (issue 7): v1.14.1, not v1.15.1: no volcano.sh/apis that v1.15.1 compiles against is
@@ -156,26 +166,26 @@ _ALL: list[Tool] = [
     # Both binaries come from one wrapper module, so they share one compile.
     Tool(
         name="vc-scheduler",
-        version="v1.14.1",
+        version=VOLCANO,
         module="volcano",
         package="volcano.sh/volcano/cmd/scheduler",
-        ldflags=("-X volcano.sh/volcano/pkg/version.Version=v1.14.1",),
-        version_text="Version: v1.14.1\n",
+        ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
+        version_text=f"Version: {VOLCANO}\n",
     ),
     Tool(
         name="vc-controller-manager",
-        version="v1.14.1",
+        version=VOLCANO,
         module="volcano",
         package="volcano.sh/volcano/cmd/controller-manager",
-        ldflags=("-X volcano.sh/volcano/pkg/version.Version=v1.14.1",),
-        version_text="Version: v1.14.1\n",
+        ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
+        version_text=f"Version: {VOLCANO}\n",
     ),
     # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds). Optional until
     # generate_crds reads the tool's own module and packages (it only knows tools/crds today);
     # gpucluster.local.volcano generates them itself meanwhile.
     Tool(
         name="volcano-crds",
-        version="apis-v1.14.0_cg-v0.20.0",
+        version=f"apis-{versions.VOLCANO_APIS}_cg-{CONTROLLER_TOOLS}",
         module="volcano-crds",
         kind="crds",
         needs=("controller-gen",),

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpucluster import expected
-from gpucluster.expected import DRA_DRIVER, HostState
+from gpucluster.devices import DRA_DRIVER
+from gpucluster.expected import HostState
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec

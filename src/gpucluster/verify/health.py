@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from gpucluster.expected import HostState
+from gpucluster.promtext import scrape
 from gpucluster.verify.model import Result, fail, ok, skip
 
 
 def metric_checks(states: dict[str, HostState], urls: Iterable[str]) -> Iterator[Result]:
-    from gpucluster.local.metrics import scrape  # the Prometheus text parser; no simulator needed
-
     urls = list(urls)
     gpu_hosts = {n: s for n, s in states.items() if s.gpu_count}
     if not urls:

@@ -64,13 +64,13 @@ def cluster_results(config: pytest.Config) -> list:
     """Every row `gpucluster verify` shows without --hosts: one snapshot (11 LISTs) plus DCGM metrics."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
+        from gpucluster import inventory
         from gpucluster.verify import cluster, snapshot
-        from gpucluster.verify.cli import _kubeconfig
 
         spec = spec_of(config)
         problem = ""
         try:
-            kubeconfig = _kubeconfig(spec.metadata.environment, config.getoption("--gpucluster-kubeconfig"))
+            kubeconfig = inventory.kubeconfig_for(spec, config.getoption("--gpucluster-kubeconfig"))
             snap = snapshot.fetch(kubeconfig, config.getoption("--gpucluster-context"))
             config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url")))
         except GpuclusterError as err:

@@ -50,7 +50,7 @@ def to_junit(results: list[Result], name: str = "gpucluster-verify") -> str:
             f.text = f"expected: {r.expected}\nactual: {r.actual}"
         elif r.verdict is Verdict.skipped:
             ET.SubElement(case, "skipped", message=r.reason)
-    return ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode")
+    return ET.tostring(suite, encoding="unicode")
 
 
 def write(path: Path, text: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.verify.model import Verdict
+from gpucluster.verify.model import Result, Verdict
 from gpucluster.verify.pytest_plugin import cluster_results
 
 
@@ -15,7 +15,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("row", rows, ids=[f"{r.check}[{r.subject}]" for r in rows])
 
 
-def test_cluster(row) -> None:
+def test_cluster(row: Result) -> None:
     if row.verdict is Verdict.skipped:
         pytest.skip(row.reason)
     assert row.verdict is Verdict.passed, (

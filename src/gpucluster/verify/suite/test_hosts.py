@@ -29,7 +29,7 @@ def _results(spec: Any, host: Any) -> tuple[str, list]:
 
 
 @pytest.mark.parametrize("check", HOST_CHECKS)
-def test_host(host, gpucluster_spec, check: str) -> None:
+def test_host(host: Any, gpucluster_spec: Any, check: str) -> None:
     name, results = _results(gpucluster_spec, host)
     rows = [r for r in results if r.check == check]
     if not rows:

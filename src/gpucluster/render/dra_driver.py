@@ -7,9 +7,10 @@ Selectors are CEL over what the driver publishes for driver ``gpu.nvidia.com``: 
 
 from __future__ import annotations
 
-from gpucluster.expected import DRA_DRIVER, DRA_LABEL
+from gpucluster import labels as L
+from gpucluster.devices import DRA_DRIVER
 from gpucluster.render.common import Obj, obj
-from gpucluster.spec.model import ClusterSpec, DeviceClass
+from gpucluster.spec.model import ChartRef, ClusterSpec, DeviceClass, Tenant
 
 API = "resource.k8s.io/v1"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -39,7 +40,7 @@ def cel(dc: DeviceClass) -> str:
 
 
 def device_class(dc: DeviceClass) -> Obj:
-    annotations = {"gpucluster.dev/description": dc.description} if dc.description else None
+    annotations = {L.DESCRIPTION: dc.description} if dc.description else None
     return obj(API, "DeviceClass", dc.name, annotations=annotations,
                spec={"selectors": [{"cel": {"expression": cel(dc)}}]})
 
@@ -57,7 +58,7 @@ def objects(spec: ClusterSpec) -> list[Obj]:
     return [device_class(dc) for dc in spec.dra.device_classes]
 
 
-def tenant_claim_templates(spec: ClusterSpec, tenant) -> list[Obj]:
+def tenant_claim_templates(spec: ClusterSpec, tenant: Tenant) -> list[Obj]:
     """The claim templates a tenant is offered, created in its namespace (tenants component)."""
     if not spec.dra.enabled:
         return []
@@ -75,9 +76,17 @@ def values(spec: ClusterSpec) -> dict:
         "gpuResourcesEnabledOverride": True,
         "nvidiaDriverRoot": "/run/nvidia/driver" if operator_driver else "/",
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
-        "kubeletPlugin": {"nodeSelector": {DRA_LABEL: "true"}, "tolerations": [GPU_TOLERATION]},
+        "kubeletPlugin": {"nodeSelector": {L.DRA: "true"}, "tolerations": [GPU_TOLERATION]},
     }
 
 
 def enabled(spec: ClusterSpec) -> bool:
     return spec.dra.enabled and any(p.uses_dra for p in spec.node_pools)
+
+
+def namespace(spec: ClusterSpec) -> str:
+    return spec.dra.namespace
+
+
+def chart(spec: ClusterSpec) -> ChartRef:
+    return spec.dra.chart

@@ -1,11 +1,11 @@
-"""The GPU simulator: kwok nodes that publish what NVIDIA's node agents would (SIMULATED GPUs).
+"""Reconcile simulated nodes: :class:`Simulator` keeps a spec's kwok nodes what NVIDIA's agents would make them.
 
 For every host of the spec it registers a Node as kubelet would (names, the pool/user labels and
 taints of :func:`gpucluster.render.nodes.node_config`, the machine's CPU/memory), annotated so kwok
 manages it and marked ``gpucluster.dev/simulated=true``. Each :meth:`Simulator.sync` then does what
 GPU Feature Discovery, the device plugin, the MIG manager, the DRA kubelet plugin and the RDMA
 shared device plugin would do on that node, reading their configuration from the cluster (see
-:mod:`gpucluster.local.simulator_agents`): GFD labels, capacity/allocatable in the node status, and
+:mod:`gpucluster.simulator.agents`): GFD labels, capacity/allocatable in the node status, and
 one ResourceSlice per DRA node. Only the silicon (GPU model and count, NICs) comes from the spec.
 
 A sync writes only what differs, so a second sync with nothing changed writes nothing. Faults are
@@ -22,50 +22,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucluster.local.simulator_agents import (
-    DERIVED,
-    FAULT_MISSING,
-    FAULT_PRODUCT,
-    FAULT_UNHEALTHY,
-    SIMULATED,
-    Desired,
-    Silicon,
-    describe,
-    is_gfd_label,
-    node_agents,
-)
-from gpucluster.local.simulator_kube import Kube, SimulatorError
-from gpucluster.local.simulator_objects import (
-    devices_key,
-    node_object,
-    quantities,
-    silicon_of,
-    slice_name,
-    slice_object,
-    slice_spec,
-)
-from gpucluster.local.stages import NOT_READY_ANNOTATION
+from gpucluster import kube
+from gpucluster import labels as L
+from gpucluster.errors import ClusterUnreachable, SimulatorError
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
-from gpucluster.render.network import NIC_POLICY_NAME
+from gpucluster.render.network_operator import NIC_POLICY_NAME
 from gpucluster.render.nodes import node_config
+from gpucluster.simulator.agents import Desired, describe, node_agents
+from gpucluster.simulator.objects import devices_key, node_object, quantities, slice_name, slice_object, slice_spec
+from gpucluster.simulator.silicon import Silicon, silicon_of
 from gpucluster.spec.model import ClusterSpec
 
 log = logging.getLogger("gpucluster.simulator")
 
 #: Fault name -> the node annotation that injects it.
 FAULTS = {
-    "unhealthy-gpus": FAULT_UNHEALTHY,  # "0,3": those GPUs are unhealthy (allocatable drops)
-    "missing-devices": FAULT_MISSING,  # "gpu-2": left out of the node's ResourceSlice
-    "product": FAULT_PRODUCT,  # GFD's nvidia.com/gpu.product shows this value
-    "not-ready": NOT_READY_ANNOTATION,  # "true": kwok keeps the node NotReady
+    "unhealthy-gpus": L.FAULT_UNHEALTHY_GPUS,  # "0,3": those GPUs are unhealthy (allocatable drops)
+    "missing-devices": L.FAULT_MISSING_DEVICES,  # "gpu-2": left out of the node's ResourceSlice
+    "product": L.FAULT_PRODUCT,  # GFD's nvidia.com/gpu.product shows this value
+    "not-ready": L.FAULT_NOT_READY,  # "true": kwok keeps the node NotReady
 }
 BANNER = (
     "GPUs are SIMULATED (no real GPU, driver or kubelet): "
     "gpucluster's simulator publishes what NVIDIA's agents would"
 )
-SELECTOR = f"labelSelector={SIMULATED}%3Dtrue"
-NODES = "/api/v1/nodes"
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+SELECTOR = f"{L.SIMULATED}=true"
+NODES = kube.NODES
+SLICES = kube.RESOURCE_SLICES
 
 
 @dataclass
@@ -96,24 +79,23 @@ class Simulator:
         say: Callable[[str], None] | None = None,
     ) -> None:
         self.spec = spec
-        self.kube = Kube(kubeconfig, pool_size=max(workers, 4))
+        self.kube = kube.Kube(kubeconfig, pool_size=max(workers, 4),
+                              hint="is the local world up (`gpucluster local up`)?")
         self.workers = workers
         self.say = say or log.info
         self.silicon = silicon_of(spec)
         self.registration = node_config(spec)
         self.control_plane = {h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]}
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last_notes: dict[str, list[str]] = {}
 
     # -- reconcile ------------------------------------------------------------------------------
     def sync(self) -> SyncReport:
         """Reconcile every simulated node once (idempotent: nothing differs, nothing is written)."""
         start_writes = self.kube.writes
         ns = self.spec.gpu_operator.namespace
-        dp = self.kube.get(f"/api/v1/namespaces/{ns}/configmaps/{DEVICE_PLUGIN_CONFIGMAP}")
-        mig = self.kube.get(f"/api/v1/namespaces/{ns}/configmaps/{MIG_CONFIGMAP}")
-        nic = self.kube.get(f"/apis/mellanox.com/v1alpha1/nicclusterpolicies/{NIC_POLICY_NAME}")
+        dp = self.kube.get(kube.configmap(ns, DEVICE_PLUGIN_CONFIGMAP))
+        mig = self.kube.get(kube.configmap(ns, MIG_CONFIGMAP))
+        nic = self.kube.get(f"{kube.NIC_CLUSTER_POLICIES}/{NIC_POLICY_NAME}")
         inputs = dict(
             device_plugin_data=(dp or {}).get("data", {}) if dp else None,
             mig_data=(mig or {}).get("data", {}) if mig else None,
@@ -121,8 +103,8 @@ class Simulator:
             cluster=self.spec.metadata.name,
             driver_version=self.spec.gpu_operator.driver.version,
         )
-        nodes = {n["metadata"]["name"]: n for n in self.kube.items(f"{NODES}?{SELECTOR}")}
-        slices = {s["metadata"]["name"]: s for s in self.kube.items(f"{SLICES}?{SELECTOR}")}
+        nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.with_selector(NODES, SELECTOR))}
+        slices = {s["metadata"]["name"]: s for s in self.kube.items(kube.with_selector(SLICES, SELECTOR))}
         report = SyncReport(nodes=len(self.silicon))
         with ThreadPoolExecutor(self.workers) as pool:
             results = list(
@@ -140,10 +122,6 @@ class Simulator:
                 report.updated.append(name)
             if notes:
                 report.notes[name] = notes
-            if notes != self._last_notes.get(name, []):
-                for note in notes:
-                    log.warning("%s: %s", name, note)
-        self._last_notes = report.notes
         for name in sorted(set(nodes) - set(self.silicon)):  # hosts removed from the spec
             self.kube.delete(f"{NODES}/{name}")
             report.deleted.append(name)
@@ -169,13 +147,13 @@ class Simulator:
         desired = node_agents(si, labels, annotations, **inputs)
         wrote = False
         label_patch: dict[str, str | None] = {k: v for k, v in desired.labels.items() if labels.get(k) != v}
-        label_patch.update({k: None for k in labels if is_gfd_label(k) and k not in desired.labels})
+        label_patch.update({k: None for k in labels if L.is_gfd_label(k) and k not in desired.labels})
         derived = describe(desired, desired.labels)
         meta_patch: dict[str, Any] = {}
         if label_patch:
             meta_patch["labels"] = label_patch
-        if annotations.get(DERIVED) != derived:
-            meta_patch["annotations"] = {DERIVED: derived}
+        if annotations.get(L.SIMULATOR_DERIVED) != derived:
+            meta_patch["annotations"] = {L.SIMULATOR_DERIVED: derived}
         if meta_patch:
             self.kube.patch(f"{NODES}/{si.node}", {"metadata": meta_patch})
             wrote = True
@@ -241,6 +219,7 @@ class Simulator:
     def run(self, interval: float = 5.0, stop: threading.Event | None = None) -> None:
         """Sync every ``interval`` seconds until ``stop`` is set; API errors are logged, not fatal."""
         stop = stop or self._stop
+        last: dict[str, list[str]] = {}
         while not stop.is_set():
             try:
                 report = self.sync()
@@ -251,35 +230,50 @@ class Simulator:
                         len(report.created),
                         len(report.updated),
                     )
-            except SimulatorError as exc:
+                for line in summarize_notes({n: v for n, v in report.notes.items() if v != last.get(n)}):
+                    log.warning("%s", line)
+                last = report.notes
+            except ClusterUnreachable as exc:
                 log.warning("sync failed (will retry in %.0f s): %s", interval, exc)
             stop.wait(interval)
 
-    def start(self, interval: float = 5.0) -> threading.Thread:
-        """Run :meth:`run` in a daemon thread (stopped by :meth:`stop`)."""
-        self._stop.clear()
-        self._thread = threading.Thread(target=self.run, args=(interval,), name="gpu-simulator", daemon=True)
-        self._thread.start()
-        return self._thread
-
     def stop(self) -> None:
+        """End :meth:`run` (from another thread or a signal handler)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
 
     def close(self) -> None:
         self.stop()
         self.kube.close()
 
 
-def attach(world: Any, spec: ClusterSpec, *, say: Callable[[str], None] | None = None) -> Simulator:
-    """Create the spec's simulated nodes in ``world`` (a local ``World``) and sync them once."""
-    sim = Simulator(spec, Path(world.kubeconfig), say=say)
+def summarize_notes(notes: dict[str, list[str]]) -> list[str]:
+    """One line per distinct note, naming the nodes it concerns (a fleet says one thing once)."""
+    by_note: dict[str, list[str]] = {}
+    for node, lines in sorted(notes.items()):
+        for line in lines:
+            by_note.setdefault(line, []).append(node)
+    out = []
+    for note, nodes in by_note.items():
+        who = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+        out.append(f"{note} ({len(nodes)} node{'s' if len(nodes) != 1 else ''}: {who})")
+    return out
+
+
+def attach(kubeconfig: Path, spec: ClusterSpec, *, say: Callable[[str], None] | None = None) -> Simulator:
+    """Create the spec's simulated nodes in the cluster of ``kubeconfig`` and sync them once.
+
+    The agents' configuration (device-plugin and MIG ConfigMaps) usually is not deployed yet at this
+    point, so notes are not reported as problems here: one line says the nodes wait for it. Report
+    the settled state with :func:`summarize_notes` after the stacks ran.
+    """
+    sim = Simulator(spec, Path(kubeconfig), say=say)
     report = sim.sync()
     sim.say(BANNER)
     sim.say(
         f"✓ {report.nodes} simulated nodes ({len(report.created)} created, {len(report.updated)} updated, "
         f"{report.writes} writes)"
     )
+    if report.notes:
+        sim.say(f"  {len(report.notes)} GPU node(s) wait for their agents' configuration (device-plugin and MIG "
+                "ConfigMaps, deployed by the platform stack); GPUs are advertised unshared until then")
     return sim

@@ -1,8 +1,8 @@
 """The Kubernetes objects the GPU simulator writes, as plain data (pure).
 
 A Node as kubelet would register it (plus GFD's labels and the simulated marker), the DRA driver's
-ResourceSlice for one node, the silicon each host has, and comparisons that ignore how the API
-server rewrites quantities (bytes come back as ``80Gi``).
+ResourceSlice for one node, and comparisons that ignore how the API server rewrites quantities
+(bytes come back as ``80Gi``).
 """
 
 from __future__ import annotations
@@ -11,30 +11,9 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from gpucluster import catalog
-from gpucluster.expected import DRA_DRIVER
-from gpucluster.local.simulator_agents import DERIVED, SIMULATED, Desired, Silicon, describe
-from gpucluster.local.stages import MANAGE_ANNOTATION
-from gpucluster.spec.model import ClusterSpec
-
-CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-
-
-def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
-    """What each host physically has (the only facts the simulator takes from the spec)."""
-    out: dict[str, Silicon] = {}
-    for host in spec.hosts:
-        pool = spec.pool_of(host.name)
-        gpu = pool.gpu if pool else None
-        rdma = pool.rdma if pool else None
-        out[host.name] = Silicon(
-            node=host.name,
-            model=catalog.get(gpu.model) if gpu else None,
-            count=gpu.count if gpu else 0,
-            nics=tuple(rdma.interfaces) if rdma else (),
-            link_type=rdma.link_type if rdma else "infiniband",
-        )
-    return out
+from gpucluster import labels as L
+from gpucluster.devices import DRA_DRIVER
+from gpucluster.simulator.agents import Desired, describe
 
 
 def slice_name(node: str) -> str:
@@ -50,16 +29,16 @@ def node_object(
     ``registration`` is the host's entry of :func:`gpucluster.render.nodes.node_config`.
     """
     labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        SIMULATED: "true",
+        L.HOSTNAME: name,
+        L.OS: "linux",
+        L.ARCH: "amd64",
+        L.SIMULATED: "true",
         **registration["labels"],
         **desired.labels,
     }
     if control_plane:
-        labels[CONTROL_PLANE_LABEL] = ""  # kubeadm's label; no taint, as host_states expects
-    annotations = {MANAGE_ANNOTATION: "fake", SIMULATED: "true", DERIVED: describe(desired, desired.labels)}
+        labels[L.CONTROL_PLANE] = ""  # kubeadm's label; no taint, as host_states expects
+    annotations = {L.KWOK_NODE: "fake", L.SIMULATED: "true", L.SIMULATOR_DERIVED: describe(desired, desired.labels)}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -89,7 +68,7 @@ def slice_object(node: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         "kind": "ResourceSlice",
         "metadata": {
             "name": slice_name(meta["name"]),
-            "labels": {SIMULATED: "true"},
+            "labels": {L.SIMULATED: "true"},
             "ownerReferences": [owner],
         },
         "spec": spec,

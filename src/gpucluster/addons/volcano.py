@@ -4,8 +4,9 @@
 ``volcano.sh/apis`` Go types, never copied YAML) and waits until they are Established, writes the
 scheduler configuration the render core produces for ``spec`` (the very text the Helm values carry),
 then starts both daemons with leader election off and their health/metrics ports on loopback, and
-records their pids in ``<state>/volcano.json``. ``stop(world)`` stops them by pid and removes what
-``start`` wrote. Both are idempotent: a healthy running pair is left alone.
+records them as the world's add-on ``volcano`` (:mod:`gpucluster.local.addons`), so ``gpucluster
+local down`` stops them by pid like anything else. ``start`` is idempotent: a healthy running pair is
+left alone.
 
 No admission webhook runs here: Volcano Jobs must carry ``schedulerName``, ``queue``,
 ``minAvailable``, ``maxRetry`` and per-task values themselves (the webhook would default them).
@@ -21,22 +22,23 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpucluster.local import procs
-from gpucluster.local.crds import _kubectl
-from gpucluster.local.state import Component, LocalWorldError
+from gpucluster import procs
+from gpucluster.errors import LocalWorldError
+from gpucluster.local import addons
+from gpucluster.local.crds import apply_crds
+from gpucluster.local.world import World
+from gpucluster.procs import Component
 from gpucluster.render import volcano as render_volcano
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.toolchain import TOOLS, gobuild, locate, path_of
 from gpucluster.toolchain import cache as tool_cache
 
-STATE_FILE = "volcano.json"
-FOLDER = "volcano"
+NAME = "volcano"
 NAMES = ("vc-scheduler", "vc-controller-manager")
 #: Only what plain Volcano Jobs need; the rest (cronjob, jobflow, hypernode discovery…) stays off.
 CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
@@ -106,17 +108,11 @@ def crd_documents(*, say: Say | None = None) -> list[dict[str, Any]]:
 
 def install_crds(kubeconfig: Path, *, timeout: float = 120, say: Say | None = None) -> list[str]:
     """Server-side apply the Volcano CRDs and wait until every one is Established; returns names."""
-    docs = crd_documents(say=say)
-    _kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "--field-manager=gpucluster-local",
-             "-f", "-", stdin=yaml.safe_dump_all(docs, sort_keys=False), timeout=timeout)
-    names = [d["metadata"]["name"] for d in docs]
-    _kubectl(kubeconfig, "wait", "--for=condition=Established", f"--timeout={int(timeout)}s",
-             *[f"crd/{n}" for n in names], timeout=timeout + 10)
-    return names
+    return apply_crds(kubeconfig, crd_documents(say=say), timeout=timeout)
 
 
 # -- daemons -----------------------------------------------------------------------------------
-def _args(name: str, world: Any, conf: Path, ports: dict[str, int], gates: str) -> list[str]:
+def _args(name: str, world: World, conf: Path, ports: dict[str, int], gates: str) -> list[str]:
     common = [
         f"--kubeconfig={world.kubeconfig}",
         "--leader-elect=false",
@@ -136,32 +132,15 @@ def _args(name: str, world: Any, conf: Path, ports: dict[str, int], gates: str) 
     return out + ([f"--feature-gates={gates}"] if gates else [])
 
 
-def _load(world: Any) -> dict[str, Component]:
-    path = Path(world.dir) / STATE_FILE
-    if not path.is_file():
-        return {}
-    try:
-        return {n: Component(**c) for n, c in json.loads(path.read_text()).items()}
-    except (ValueError, TypeError) as err:
-        raise LocalWorldError(f"{path} is corrupt ({err}); stop leftover vc-* processes and remove it") from err
-
-
-def _save(world: Any, comps: dict[str, Component]) -> None:
-    path = Path(world.dir) / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({n: asdict(c) for n, c in comps.items()}, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def running(world: Any) -> bool:
+def running(world: World) -> bool:
     """True when both daemons recorded for ``world`` run and answer /healthz."""
-    comps = _load(world)
+    comps = addons.load(world.dir, NAME)
     return set(comps) == set(NAMES) and all(
-        c.cmdline_matches(Path(world.dir)) and procs.probe(c.health_url, None)[0] for c in comps.values()
+        addons.alive(world.dir, c) and procs.probe(c.health_url, None)[0] for c in comps.values()
     )
 
 
-def start(world: Any, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | None = None) -> dict[str, Component]:
+def start(world: World, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | None = None) -> dict[str, Component]:
     """Install the CRDs and start both daemons for ``world`` (a running local ``World``).
 
     Returns the recorded components. When both already run healthy, nothing changes.
@@ -169,13 +148,12 @@ def start(world: Any, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | No
     say = say or (lambda _m: None)
     if running(world):
         say("Volcano already running; nothing changed")
-        return _load(world)
+        return addons.load(world.dir, NAME)
     stop(world)  # a crashed half-start: stop what is left before starting fresh
     binaries = {name: path_of(name) for name in NAMES}  # ToolMissing says how to build them
     names = install_crds(Path(world.kubeconfig), say=say)
     say(f"✓ {len(names)} Volcano CRDs Established (generated from volcano.sh/apis)")
-    folder = Path(world.dir) / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = addons.folder(world.dir, NAME)
     conf = folder / "scheduler.conf"
     conf.write_text(render_volcano.scheduler_conf_text(spec))
     ports: dict[str, int] = {}
@@ -192,7 +170,7 @@ def start(world: Any, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | No
             comp = procs.spawn(name, binaries[name], args, Path(world.dir) / "logs" / f"{name}.log",
                                f"http://{procs.HOST}:{ports[name]}/healthz", ports[name])
             comps[name] = comp
-            _save(world, comps)
+            addons.record(world.dir, NAME, comps)
             _wait_healthy(world, comp, timeout)
             say(f"✓ {name} healthy on {procs.HOST}:{comp.port} ({time.monotonic() - t0:.1f} s)")
     except BaseException:
@@ -201,12 +179,12 @@ def start(world: Any, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | No
     return comps
 
 
-def _wait_healthy(world: Any, comp: Component, timeout: float) -> None:
+def _wait_healthy(world: World, comp: Component, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
         # not cmdline_matches: right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec)
-        if procs._gone(comp.pid):
+        if procs.gone(comp.pid):
             raise LocalWorldError(f"{comp.name} exited during start-up; see {comp.log}\n{procs.tail(comp.log)}")
         ok, last = procs.probe(comp.health_url, None)
         if ok:
@@ -216,20 +194,11 @@ def _wait_healthy(world: Any, comp: Component, timeout: float) -> None:
                           f"{procs.tail(comp.log)}")
 
 
-def stop(world: Any) -> list[str]:
+def stop(world: World) -> list[str]:
     """Stop the daemons recorded for ``world`` (only while their pids are still ours); returns names."""
-    stopped = []
-    comps = _load(world)
-    for name in reversed(NAMES):
-        comp = comps.get(name)
-        if comp and comp.cmdline_matches(Path(world.dir)):
-            if not procs.stop(comp.pid):
-                raise LocalWorldError(f"could not stop {name} (pid {comp.pid}); stop it by hand")
-            stopped.append(name)
-    # volcano.json lost or stale: processes still started for this state dir are found by cmdline
+    stopped = addons.stop(world.dir, NAME)
+    # the record lost or stale: processes still started for this state dir are found by cmdline
     for pid in procs.find_leftovers(Path(world.dir), set(NAMES)):
         procs.stop(pid)
         stopped.append(f"pid {pid}")
-    (Path(world.dir) / STATE_FILE).unlink(missing_ok=True)
-    shutil.rmtree(Path(world.dir) / FOLDER, ignore_errors=True)
     return stopped

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 
+from gpucluster import labels as L
 from gpucluster import versions
 from gpucluster.render.common import Obj, obj
-from gpucluster.spec.model import ClusterSpec, SecondaryNetwork
+from gpucluster.spec.model import ChartRef, ClusterSpec, SecondaryNetwork
 
 NIC_POLICY_NAME = "nic-cluster-policy"
 
@@ -65,7 +66,7 @@ def cni_config(net: SecondaryNetwork) -> dict:
 def network_attachments(spec: ClusterSpec) -> list[Obj]:
     out = []
     for net in spec.networking.secondary_networks:
-        annotations = {"k8s.v1.cni.cncf.io/resourceName": f"rdma/{net.resource_name}"} if net.resource_name else None
+        annotations = {L.NAD_RESOURCE_NAME: f"rdma/{net.resource_name}"} if net.resource_name else None
         for ns in net.namespaces or ["default"]:
             out.append(obj("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", net.name, ns,
                            annotations=annotations,
@@ -90,3 +91,11 @@ def values(spec: ClusterSpec) -> dict:
         "nfd": {"enabled": spec.networking.network_operator.nfd},
         "operator": {"resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
     }
+
+
+def namespace(spec: ClusterSpec) -> str:
+    return spec.networking.network_operator.namespace
+
+
+def chart(spec: ClusterSpec) -> ChartRef:
+    return spec.networking.network_operator.chart

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import json
 
 import click
 
-from gpucluster.errors import GpuclusterError
+from gpucluster.cli import options
 from gpucluster.toolchain import cache, core
 from gpucluster.toolchain.versions import DEFAULT_TOOLS, TOOLS
 
 
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn gpucluster errors into one ``Error: …`` line and the error's exit code."""
-    try:
-        yield
-    except GpuclusterError as err:
-        click.echo(f"Error: {err}", err=True)
-        raise SystemExit(err.exit_code) from None
-
-
 @click.group("tools")
 def tools() -> None:
-    """Build and inspect the pinned toolchain (Kubernetes, etcd, kwok, controller-gen)."""
+    """Build and inspect the pinned toolchain (Kubernetes, etcd, kwok, controller-gen, Pulumi, ...)."""
 
 
 @tools.command("install")
@@ -42,22 +31,28 @@ def install(names: tuple[str, ...], everything: bool, quiet: bool) -> None:
             f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(TOOLS)}", param_hint="NAMES"
         )
     wanted = list(names) or (list(TOOLS) if everything else list(DEFAULT_TOOLS))
-    with user_errors():
-        paths = core.ensure(wanted, progress=not quiet)
+    paths = core.ensure(wanted, progress=not quiet)
     if quiet:
         for name, path in paths.items():
             click.echo(f"{name}\t{path}")
 
 
 @tools.command("list")
-def list_tools() -> None:
+@options.output("text", "json")
+def list_tools(output: str) -> None:
     """Show every tool with its pinned version and where it is (or ``missing``)."""
-    width = max(len(n) for n in TOOLS)
-    vwidth = max(len(t.version) for t in TOOLS.values())
+    rows = []
     for name, tool in TOOLS.items():
         found = core.locate(name)
-        where = str(found) if found else "missing"
-        note = " (optional)" if tool.optional else ""
-        seconds = cache.marker_info(tool).get("seconds")
-        built = f"  [built in {seconds} s]" if found and seconds is not None else ""
-        click.echo(f"{name:<{width}}  {tool.version:<{vwidth}}  {where}{built}{note}")
+        seconds = cache.marker_info(tool).get("seconds") if found else None
+        rows.append({"name": name, "version": tool.version, "path": str(found) if found else None,
+                     "optional": tool.optional, "buildSeconds": seconds})
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(n) for n in TOOLS)
+    vwidth = max(len(t.version) for t in TOOLS.values())
+    for r in rows:
+        built = f"  [built in {r['buildSeconds']} s]" if r["buildSeconds"] is not None else ""
+        note = " (optional)" if r["optional"] else ""
+        click.echo(f"{r['name']:<{width}}  {r['version']:<{vwidth}}  {r['path'] or 'missing'}{built}{note}")

@@ -1,4 +1,10 @@
-"""Processes and ports: loopback ports, starting daemons, health probes, stopping by pid."""
+"""Processes we start and their records: loopback ports, spawning daemons, health probes, stopping by pid.
+
+A :class:`Component` records one process (pid, argv, log, health URL). Anything gpucluster starts in
+the background — the local control plane, its add-ons — is recorded the same way, and is only ever
+treated as ours while ``/proc/<pid>/cmdline`` still shows the binary and the state folder we started
+it with (pids get reused).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +17,45 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
-from gpucluster.local.state import Component, LocalWorldError
+from gpucluster.errors import LocalWorldError
 
 HOST = "127.0.0.1"
+
+
+@dataclass
+class Component:
+    """One process we started."""
+
+    name: str
+    pid: int
+    binary: str
+    args: list[str]
+    log: str
+    started_at: float
+    port: int = 0
+    health_url: str = ""
+
+    def cmdline_matches(self, state_dir: Path) -> bool:
+        """True when ``pid`` is alive and is still this process (not a reused pid)."""
+        try:
+            raw = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        if not argv or Path(argv[0]).name != Path(self.binary).name:
+            return False
+        return any(str(state_dir) in a for a in argv[1:])
+
+    def is_zombie(self) -> bool:
+        """True for a dead child not yet reaped (``/proc/<pid>/stat`` state ``Z``)."""
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 def free_port() -> int:
@@ -71,7 +111,7 @@ def reap(pid: int) -> None:
         pass
 
 
-def _gone(pid: int) -> bool:
+def gone(pid: int) -> bool:
     """True when ``pid`` no longer runs.
 
     For a child of ours that means reaped: /proc shows a Go process as ``Z`` as soon as its main
@@ -98,10 +138,10 @@ def stop(pid: int, grace: float = 10.0) -> bool:
             return True
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if _gone(pid):
+            if gone(pid):
                 return True
             time.sleep(0.05)
-    return _gone(pid)
+    return gone(pid)
 
 
 def find_leftovers(state_dir: Path, binaries: set[str]) -> list[int]:
@@ -123,7 +163,7 @@ def find_leftovers(state_dir: Path, binaries: set[str]) -> list[int]:
     return sorted(found)
 
 
-def _tls_context(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
+def tls_context(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=str(ca))
     ctx.load_cert_chain(str(cert), str(key))
     return ctx
@@ -142,7 +182,7 @@ def probe(url: str, ctx: ssl.SSLContext | None, timeout: float = 2.0) -> tuple[b
 
 def wait_healthy(comp: Component, ca: Path, cert: Path, key: Path, state_dir: Path, timeout: float) -> None:
     """Poll ``comp.health_url`` until 200; raise naming the component and its log on failure."""
-    ctx = _tls_context(ca, cert, key) if comp.health_url.startswith("https") else None
+    ctx = tls_context(ca, cert, key) if comp.health_url.startswith("https") else None
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import click
 
+from gpucluster import inventory as inventories
+from gpucluster.cli import options
 from gpucluster.errors import InputError
+from gpucluster.spec import spec_path
 
 _RELATIVE = re.compile(r"^-(\d+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -37,8 +40,7 @@ def _step(text: str) -> int:
 
 
 @click.command("cost")
-@click.option("-i", "--inventory", "inventory", type=click.Path(path_type=Path), default=None,
-              help="Inventory whose cluster.yaml holds cost.rates (default: inventories/local).")
+@options.inventory
 @click.option("--prometheus", "prometheus", metavar="URL", default=None,
               help="Prometheus base URL to read the gpucluster recording rules from (query_range).")
 @click.option("--snapshot", "snapshot", type=click.Path(path_type=Path), default=None,
@@ -50,8 +52,7 @@ def _step(text: str) -> int:
               help="Range end (exclusive). Default: now (Prometheus), the snapshot's last interval end.")
 @click.option("--step", "step", default="5m", show_default=True,
               help="Prometheus query_range resolution; each point stands for one step.")
-@click.option("-o", "--output", "output", type=click.Choice(["table", "csv", "json"]), default="table",
-              show_default=True)
+@options.output("table", "csv", "json")
 @click.option("--save-snapshot", "save", type=click.Path(path_type=Path), default=None,
               help="Also write the data read from Prometheus as a JSON snapshot (re-run offline later).")
 def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, start: str | None,
@@ -61,15 +62,14 @@ def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, 
     Rates are the spec's cost.rates (price per GPU-hour by GPU model). Useful GPU-hours are allocated
     GPU-hours x average activity; idle cost is gross cost minus the cost of the useful hours.
     """
-    from gpucluster.cli import _load, default_inventory
     from gpucluster.cost import data, report
 
     if (prometheus is None) == (snapshot is None):
         raise InputError("give exactly one source: --prometheus URL or --snapshot FILE")
     if save and not prometheus:
         raise InputError("--save-snapshot records what --prometheus returned; it needs --prometheus")
-    spec_file = str((inventory or default_inventory()) / "cluster.yaml")
-    spec = _load(inventory)
+    spec_file = str(spec_path(inventories.resolve(inventory)))
+    spec = inventories.load(inventory)
     now = Decimal(int(time.time()))
     t0, t1 = _when(start, now, "--start"), _when(end, now, "--end")
     if prometheus:

@@ -1,4 +1,4 @@
-"""A DCGM-exporter-style metrics endpoint for *simulated* GPUs, on 127.0.0.1.
+"""The simulated DCGM exporter: a DCGM-exporter-style metrics endpoint for *simulated* GPUs, on 127.0.0.1.
 
 No GPU is read here: every value is a knob that tests (and the GPU simulator) set. The series names
 and help texts are the ones our DCGM CSV configures (:data:`monitoring.DCGM_FIELDS`), and the labels
@@ -18,7 +18,6 @@ Devices are plain data (node → list of dicts) so the simulator can pass what i
 
 from __future__ import annotations
 
-import re
 import threading
 import urllib.parse
 import urllib.request
@@ -27,9 +26,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from gpucluster import versions
+from gpucluster.promtext import Sample
 from gpucluster.render.monitoring import DCGM_FIELDS
 
-DRIVER_VERSION = "580.95.05"
+DRIVER_VERSION = versions.NVIDIA_DRIVER
 
 #: Knob name → DCGM series it drives. ``fb_used`` is MiB; free memory is derived from the total.
 KNOBS: dict[str, str] = {
@@ -50,15 +51,6 @@ KNOBS: dict[str, str] = {
 #: Knobs that are not series: pod attribution (empty string = no pod holds the GPU).
 ATTRIBUTION = ("namespace", "pod", "container")
 _IDLE: dict[str, float] = {"temperature": 34.0, "power": 61.0}
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One scraped sample: series name, labels, value."""
-
-    name: str
-    labels: dict[str, str]
-    value: float
 
 
 @dataclass
@@ -163,7 +155,7 @@ class MetricsServer:
         if self._server is None:
             raise RuntimeError("metrics server is not started")
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/metrics"
+        return f"http://{host!s}:{port}/metrics"
 
     def start(self) -> MetricsServer:
         """Listen (port 0 picks a free port) and serve from a daemon thread; returns self."""
@@ -208,31 +200,6 @@ class MetricsServer:
         self.stop()
 
 
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?\s*')
-
-
-def parse(text: str) -> list[Sample]:
-    """Parse Prometheus text exposition into samples (comments skipped)."""
-    out = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        m = _LINE.match(line.strip())
-        if not m:
-            raise ValueError(f"not a Prometheus sample line: {line!r}")
-        labels = {k: v.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
-                  for k, v in _LABEL.findall(m[2] or "")}
-        out.append(Sample(m[1], labels, float(m[3])))
-    return out
-
-
-def scrape(url: str, timeout: float = 10.0) -> list[Sample]:
-    """GET ``url`` and parse it (one request, bounded by ``timeout``)."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return parse(resp.read().decode())
-
-
 @dataclass(frozen=True)
 class Fault:
     """A GPU health problem seen in one scrape, naming the node and GPU."""
@@ -262,13 +229,13 @@ def faults(samples: Sequence[Sample]) -> list[Fault]:
 
 def devices_for(spec: Any) -> dict[str, list[dict[str, Any]]]:
     """Node → simulated GPU list for every GPU host of a spec (UUIDs as the DRA simulator makes them)."""
-    from gpucluster import catalog, expected
+    from gpucluster import catalog, devices
 
     out: dict[str, list[dict[str, Any]]] = {}
     for pool in spec.gpu_pools:
         model = catalog.get(pool.gpu.model)
         for host in pool.hosts:
-            out[host] = [{"index": i, "uuid": expected.device_uuid(spec.metadata.name, host, i),
+            out[host] = [{"index": i, "uuid": devices.device_uuid(spec.metadata.name, host, i),
                           "model": model.product_name, "memory_mib": model.memory_mib}
                          for i in range(pool.gpu.count)]
     return out

@@ -1,0 +1,54 @@
+"""The GPU simulator as an add-on of the local world: one sync, then a background process keeps it current.
+
+The process is ``python -m gpucluster local gpus run`` against the world's kubeconfig; it is recorded
+like any other process of the world (:mod:`gpucluster.local.addons`), logs to
+``<state>/logs/gpu-simulator.log``, and also ends by itself once the kubeconfig is gone.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from gpucluster import procs
+from gpucluster.local import addons
+from gpucluster.local.world import World
+from gpucluster.simulator import attach
+from gpucluster.spec.model import ClusterSpec
+
+NAME = "gpu-simulator"
+INTERVAL_S = 5.0
+
+Say = Callable[[str], None]
+
+
+def command(kubeconfig: Path, inventory: Path, interval: float = INTERVAL_S) -> list[str]:
+    """The background process's argv after the interpreter."""
+    return ["-m", "gpucluster", "local", "gpus", "run", "--kubeconfig", str(kubeconfig),
+            "-i", str(Path(inventory).resolve()), "--interval", str(interval)]
+
+
+def start(world: World, spec: ClusterSpec, inventory: Path, *, say: Say, keep_current: bool = True) -> None:
+    """Register the simulated GPU nodes (one sync) and keep them current from a recorded process."""
+    state_dir, kubeconfig = Path(world.dir), Path(world.kubeconfig)
+    attach(kubeconfig, spec, say=say).close()
+    if not keep_current:
+        stop(state_dir)
+        return
+    comp = spawn(state_dir, kubeconfig, inventory)
+    say(f"✓ GPU simulator keeps the nodes current (pid {comp.pid}, log {comp.log})")
+
+
+def spawn(state_dir: Path, kubeconfig: Path, inventory: Path, interval: float = INTERVAL_S) -> procs.Component:
+    """Start the background process (replacing one already running) and record it; returns its record."""
+    stop(state_dir)
+    log = Path(state_dir) / "logs" / f"{NAME}.log"
+    comp = procs.spawn(NAME, Path(sys.executable), command(kubeconfig, inventory, interval), log)
+    addons.record(Path(state_dir), NAME, {NAME: comp})
+    return comp
+
+
+def stop(state_dir: Path) -> list[str]:
+    """Stop the background simulator of the world at ``state_dir`` (only if its pid is still ours)."""
+    return addons.stop(Path(state_dir), NAME)

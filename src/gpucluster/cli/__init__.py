@@ -1,0 +1,5 @@
+"""The ``gpucluster`` command line: one module per command family, one error handler (:mod:`.main`)."""
+
+from gpucluster.cli.main import entrypoint, main
+
+__all__ = ["entrypoint", "main"]

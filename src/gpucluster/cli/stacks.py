@@ -1,0 +1,99 @@
+"""``gpucluster up`` and ``gpucluster down``: the whole flow in one command (see :mod:`gpucluster.flow`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from gpucluster import flow
+from gpucluster.cli import options
+from gpucluster.errors import Failed
+from gpucluster.flow import Report
+
+
+def print_report(report: Report, output: str) -> None:
+    """The summary: JSON on stdout, or a rich table."""
+    if output == "json":
+        click.echo(json.dumps(report.__dict__, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(title=f"{report.environment}: {report.operation}")
+    for col in ("stack", "created", "updated", "deleted", "unchanged", "seconds"):
+        table.add_column(col, justify="left" if col == "stack" else "right")
+    for c in report.stacks:
+        table.add_row(c["stack"], *(str(c[k]) for k in ("created", "updated", "deleted", "same", "seconds")))
+    console.print(table)
+    changed = sum(c["created"] + c["updated"] + c["deleted"] for c in report.stacks)
+    if report.stacks and not changed:
+        console.print("no changes: the cluster already matches the spec")
+    for s in report.skipped:
+        console.print(f"[yellow]not installed[/yellow] ({s['stack']}) {s['what']}: {s['reason']}")
+    for item in report.not_ready:
+        console.print(f"[yellow]not ready[/yellow] {item}")
+    if report.verify:
+        c = report.verify["summary"]
+        console.print(f"verify: {c['pass']} checks passed, {c['fail']} failed, {c['skip']} skipped "
+                      "(`gpucluster verify` shows every row)")
+        skips: dict[tuple[str, str], int] = {}
+        for p in report.verify["problems"]:
+            if p["verdict"] == "fail":
+                console.print(f"[red]failed[/red] {p['check']} {p['subject']}: expected {p['expected']}, "
+                              f"actual {p['actual']}", soft_wrap=True)
+            else:
+                skips[(p["check"], p["reason"])] = skips.get((p["check"], p["reason"]), 0) + 1
+        for (check, reason), n in sorted(skips.items()):
+            console.print(f"[yellow]skipped[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}", soft_wrap=True)
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+
+@click.command("up")
+@options.inventory
+@options.output("text", "json")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where stack state lives (file backend) [default: ~/.local/state/gpucluster].")
+@options.world_dir
+@options.kubeconfig
+@click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
+@click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
+def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+       kubeconfig: Path | None, dry_run: bool, no_verify: bool) -> None:
+    """Bring the cluster to the spec: local world (local inventory), platform and tenants stacks, verify.
+
+    Exit 1 when an object did not become ready or a cluster check failed.
+    """
+    report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
+                         kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify)
+    print_report(report, output)
+    problems = []
+    if report.not_ready:
+        problems.append(f"{len(report.not_ready)} object(s) not ready")
+    if report.verify and report.verify["summary"]["fail"]:
+        problems.append(f"{report.verify['summary']['fail']} check(s) failed")
+    if problems:
+        raise Failed("; ".join(problems))
+
+
+@click.command("down")
+@options.inventory
+@options.output("text", "json")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where stack state lives (file backend) [default: ~/.local/state/gpucluster].")
+@options.world_dir
+@options.kubeconfig
+@click.option("--keep-world", is_flag=True, help="Leave the local world running (local inventory).")
+def down(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+         kubeconfig: Path | None, keep_world: bool) -> None:
+    """Destroy the tenants stack, then the platform stack, then (local inventory) the local world."""
+    report = flow.run_down(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
+                           keep_world=keep_world, quiet=output == "json")
+    print_report(report, output)
+
+
+commands = [up, down]

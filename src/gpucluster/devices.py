@@ -1,0 +1,136 @@
+"""NVIDIA device arithmetic: what a GPU model and a sharing setting make a node advertise and publish.
+
+Pure functions of plain values (a catalog model, a GPU count, a sharing mode, a MIG layout), named
+after the agent whose behaviour they describe: the device plugin's advertised resources, GPU Feature
+Discovery's labels, the DRA driver's devices. Verification's expectations (:mod:`gpucluster.expected`)
+and spec validation's capacity sums are built on them. The GPU simulator does NOT use them: it derives
+what it publishes from upstream facts and code, so the two sides of a check never share arithmetic.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from gpucluster import labels as L
+from gpucluster.catalog import GpuModel
+
+#: Sharing modes in which several workloads share one GPU (the device plugin's replicas).
+SHARED_MODES = ("time-slicing", "mps")
+#: The DRA driver's name: ResourceSlices, DeviceClass selectors and attribute domains use it.
+DRA_DRIVER = "gpu.nvidia.com"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device a DRA ResourceSlice should publish."""
+
+    name: str
+    type: str  # "gpu" or "mig"
+    uuid: str
+    product_name: str
+    architecture: str
+    compute_capability: str
+    memory_bytes: int
+    pci_bus_id: str
+    profile: str | None = None
+    parent_uuid: str | None = None
+
+
+def advertised_resources(
+    model: GpuModel,
+    count: int,
+    *,
+    mode: str = "exclusive",
+    replicas: int = 1,
+    rename_by_default: bool = False,
+    mig: dict[str, int] | None = None,
+    mig_strategy: str = "mixed",
+) -> dict[str, int]:
+    """What the NVIDIA device plugin advertises on one node (capacity and allocatable)."""
+    if mode == "mig":
+        layout = mig or {}
+        if mig_strategy == "single":
+            return {"nvidia.com/gpu": count * sum(layout.values())}
+        return {f"nvidia.com/mig-{p}": count * c for p, c in sorted(layout.items()) if c}
+    if mode in SHARED_MODES and replicas > 1:
+        name = "nvidia.com/gpu.shared" if rename_by_default else "nvidia.com/gpu"
+        return {name: count * replicas}
+    return {"nvidia.com/gpu": count}
+
+
+def gfd_labels(
+    model: GpuModel,
+    count: int,
+    *,
+    mode: str = "exclusive",
+    replicas: int = 1,
+    rename_by_default: bool = False,
+    mig: dict[str, int] | None = None,
+    mig_strategy: str = "mixed",
+) -> dict[str, str]:
+    """The labels GPU Feature Discovery puts on a node."""
+    shared = mode in SHARED_MODES and replicas > 1
+    product = model.product_label
+    memory = model.memory_mib
+    labels = {
+        L.GPU_PRESENT: "true",
+        L.GPU_COUNT: str(count),
+        L.GPU_FAMILY: model.family,
+        L.GPU_COMPUTE_MAJOR: str(model.compute_major),
+        L.GPU_COMPUTE_MINOR: str(model.compute_minor),
+        L.GPU_REPLICAS: str(replicas if shared else 1),
+        L.GPU_SHARING_STRATEGY: mode if shared else "none",
+        L.MIG_CAPABLE: str(model.mig_capable).lower(),
+    }
+    if model.mig_capable:
+        labels[L.MIG_STRATEGY] = mig_strategy
+    if mode == "mig" and model.mig:
+        layout = mig or {}
+        labels[L.MIG_CONFIG_STATE] = "success"
+        if mig_strategy == "single" and len(layout) == 1:
+            (profile, per_gpu), = layout.items()
+            product = f"{product}-MIG-{profile}"
+            memory = model.mig.profiles[profile].memory_mib
+            labels[L.GPU_COUNT] = str(count * per_gpu)
+        else:
+            for profile, per_gpu in sorted(layout.items()):
+                labels[L.mig_count(profile)] = str(count * per_gpu)
+                labels[L.mig_memory(profile)] = str(model.mig.profiles[profile].memory_mib)
+    if shared and not rename_by_default:
+        product += "-SHARED"
+    labels[L.GPU_PRODUCT] = product
+    labels[L.GPU_MEMORY] = str(memory)
+    return labels
+
+
+def device_uuid(cluster: str, host: str, index: int, mig: str = "") -> str:
+    """A stable UUID per (cluster, host, GPU index[, MIG slot]), formatted as NVML does."""
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"gpucluster://{cluster}/{host}/{index}/{mig}")
+    return f"{'MIG' if mig else 'GPU'}-{raw}"
+
+
+def dra_devices(
+    cluster: str, host: str, model: GpuModel, count: int, mig: dict[str, int] | None = None
+) -> list[Device]:
+    """The devices the DRA driver publishes for one node: whole GPUs, or the MIG devices on them."""
+    devices = []
+    for i in range(count):
+        gpu_uuid = device_uuid(cluster, host, i)
+        bus = f"0000:{0x18 + 0x10 * i:02x}:00.0"
+        common = dict(product_name=model.product_name, architecture=model.architecture,
+                      compute_capability=model.compute_capability, pci_bus_id=bus)
+        if mig and model.mig:
+            slot = 0
+            for profile, n in sorted(mig.items()):
+                p = model.mig.profiles[profile]
+                for _ in range(n):
+                    devices.append(Device(
+                        name=f"gpu-{i}-mig-{profile.replace('.', '-').replace('+', '-')}-{slot}", type="mig",
+                        uuid=device_uuid(cluster, host, i, str(slot)), memory_bytes=p.memory_mib * 2**20,
+                        profile=profile, parent_uuid=gpu_uuid, **common))
+                    slot += 1
+        else:
+            devices.append(Device(name=f"gpu-{i}", type="gpu", uuid=gpu_uuid,
+                                  memory_bytes=model.memory_bytes, **common))
+    return devices

@@ -1,0 +1,182 @@
+"""One JSON client for the Kubernetes API, and the API paths gpucluster calls.
+
+:class:`Kube` uses the ``kubernetes`` package for what it is good at (reading the kubeconfig and its
+context, TLS, bearer tokens and exec plugins, connection pooling) and sends and receives plain dicts:
+objects are compared as the API server returns them, and no typed model is built for thousands of
+nodes. It counts successful reads and writes, so tests can prove that a reconcile with nothing to do
+writes nothing. The simulator, the stacks' cluster facts and verification's snapshot all use it.
+
+Errors: a kubeconfig that cannot be loaded is the user's input (:class:`KubeconfigError`, exit 2);
+an API server that cannot be reached or refuses a call is :class:`ClusterUnreachable` (exit 1).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import threading
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from gpucluster.errors import ClusterUnreachable, KubeconfigError
+
+MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+FIELD_MANAGER = "gpucluster"
+
+# -- API paths ----------------------------------------------------------------------------------
+NODES = "/api/v1/nodes"
+NAMESPACES = "/api/v1/namespaces"
+RESOURCE_QUOTAS = "/api/v1/resourcequotas"
+LIMIT_RANGES = "/api/v1/limitranges"
+PODS = "/api/v1/pods"
+EVENTS = "/api/v1/events"
+DAEMONSETS = "/apis/apps/v1/daemonsets"
+NETWORK_POLICIES = "/apis/networking.k8s.io/v1/networkpolicies"
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+RESOURCE_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+VOLCANO_QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+PROMETHEUS_RULES = "/apis/monitoring.coreos.com/v1/prometheusrules"
+NIC_CLUSTER_POLICIES = "/apis/mellanox.com/v1alpha1/nicclusterpolicies"
+
+
+def namespaced(namespace: str, plural: str, name: str = "", *, group: str = "", version: str = "v1") -> str:
+    """Path of a namespaced resource (or of its collection when ``name`` is empty)."""
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    path = f"{base}/namespaces/{namespace}/{plural}"
+    return f"{path}/{name}" if name else path
+
+
+def configmap(namespace: str, name: str) -> str:
+    return namespaced(namespace, "configmaps", name)
+
+
+def with_selector(path: str, selector: str) -> str:
+    """``path`` with a ``labelSelector`` query (``key=value``)."""
+    return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}"
+
+
+class Kube:
+    """JSON requests against one API server; ``reads`` / ``writes`` count successful calls."""
+
+    def __init__(
+        self,
+        kubeconfig: str | Path | None = None,
+        *,
+        context: str | None = None,
+        pool_size: int = 16,
+        timeout: float = 30.0,
+        hint: str = "",
+    ) -> None:
+        """Load ``kubeconfig`` (``$KUBECONFIG`` / ``~/.kube/config`` when None) and its ``context``.
+
+        ``hint`` is appended to the error when the kubeconfig file does not exist (e.g. how to
+        start the cluster that would write it).
+        """
+        import kubernetes
+
+        if kubeconfig is not None and not Path(kubeconfig).is_file():
+            raise KubeconfigError(f"kubeconfig {kubeconfig} not found{': ' + hint if hint else ''}")
+        cfg = kubernetes.client.Configuration()
+        try:
+            kubernetes.config.load_kube_config(
+                config_file=str(kubeconfig) if kubeconfig else None, context=context, client_configuration=cfg
+            )
+        except Exception as exc:  # ConfigException, YAML errors, unreadable files, bad certificates
+            where = kubeconfig or "(default: $KUBECONFIG or ~/.kube/config)"
+            raise KubeconfigError(f"kubeconfig {where} is not usable: {str(exc).strip()[:300]}") from None
+        cfg.connection_pool_maxsize = pool_size
+        cfg.retries = 1
+        self._api = kubernetes.client.ApiClient(cfg)
+        self.host = cfg.host.rstrip("/")
+        self.timeout = timeout
+        self.reads = 0
+        self.writes = 0
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._api.close()
+
+    def __enter__(self) -> Kube:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- one call -------------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        missing_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        """One call; returns the decoded body, or None for a 404 when ``missing_ok``."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers.update(self._api.default_headers)
+        # Token-based kubeconfigs (cloud providers, service accounts) authenticate by header; client
+        # certificates are already in the connection pool's TLS settings.
+        self._api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+        try:
+            resp = self._api.rest_client.request(
+                method, self.host + path, headers=headers, body=body, _request_timeout=self.timeout
+            )
+            data = resp.read()
+        except Exception as exc:  # urllib3 errors: connection refused, TLS, timeouts
+            raise ClusterUnreachable(
+                f"{method} {path}: cannot reach the API server at {self.host}: {str(exc).strip()[:300]}"
+            ) from None
+        if resp.status == 404 and missing_ok:
+            self._count(method)
+            return None
+        if not 200 <= resp.status < 300:
+            try:
+                message = json.loads(data).get("message", "")
+            except ValueError:
+                message = data[:300].decode(errors="replace")
+            raise ClusterUnreachable(f"{method} {path}: HTTP {resp.status}: {message}")
+        self._count(method)
+        return json.loads(data) if data else {}
+
+    def _count(self, method: str) -> None:
+        with self._lock:
+            if method == "GET":
+                self.reads += 1
+            else:
+                self.writes += 1
+
+    # -- verbs ----------------------------------------------------------------------------------
+    def get(self, path: str) -> dict[str, Any] | None:
+        """The object at ``path``, or None when it does not exist."""
+        return self.request("GET", path, missing_ok=True)
+
+    def list(self, path: str) -> builtins.list[dict[str, Any]] | None:
+        """A list call's items, or None when the resource type is not served (its CRD is absent)."""
+        out = self.request("GET", path, missing_ok=True)
+        return None if out is None else list(out.get("items") or [])
+
+    def items(self, path: str) -> builtins.list[dict[str, Any]]:
+        """A list call's items ([] when the resource type is not served)."""
+        return self.list(path) or []
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        out = self.request("POST", path, body)
+        assert out is not None
+        return out
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """A JSON merge patch."""
+        return self.request("PATCH", path, body, content_type=MERGE_PATCH)
+
+    def apply(self, path: str, body: dict[str, Any], *, force: bool = True) -> dict[str, Any] | None:
+        """A server-side apply of ``body`` (the object's own path) as field manager ``gpucluster``."""
+        query = f"?fieldManager={FIELD_MANAGER}{'&force=true' if force else ''}"
+        return self.request("PATCH", path + query, body, content_type=APPLY_PATCH)
+
+    def delete(self, path: str) -> None:
+        self.request("DELETE", path, missing_ok=True)

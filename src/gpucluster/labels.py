@@ -1,0 +1,94 @@
+"""Every label and annotation key gpucluster reads or writes, in one place.
+
+Our own keys use the ``gpucluster.dev/`` prefix (a unit test keeps any other prefix of ours out).
+Upstream keys carry the upstream name and cite who sets them; their values are upstream facts too.
+"""
+
+from __future__ import annotations
+
+OURS = "gpucluster.dev/"
+
+# -- ours: objects and nodes ----------------------------------------------------------------------
+#: Node label: the spec pool a host belongs to.
+POOL = "gpucluster.dev/pool"
+#: Node label ``"true"``: the DRA GPU kubelet plugin serves this node (its DaemonSet selects on it).
+DRA = "gpucluster.dev/dra"
+#: Namespace label: the tenant that owns the namespace.
+TENANT = "gpucluster.dev/tenant"
+#: ResourceQuota annotation: the GPUs the tenant's Volcano queue may hold.
+QUEUE_CAPABILITY = "gpucluster.dev/queue-capability-gpus"
+#: DeviceClass annotation: the spec's description of the class.
+DESCRIPTION = "gpucluster.dev/description"
+#: Annotation on the local world's structural stand-in CRDs (operators whose Go API is not served).
+STAND_IN = "gpucluster.dev/stand-in"
+
+# -- ours: the GPU simulator (local world only) ---------------------------------------------------
+#: Label and annotation ``"true"`` on every node and ResourceSlice the simulator owns.
+SIMULATED = "gpucluster.dev/simulated"
+#: Node annotation: a one-line summary of what the simulated agents derived (for debugging).
+SIMULATOR_DERIVED = "gpucluster.dev/simulator-derived"
+#: Fault annotations on simulated nodes (``kubectl annotate node NAME KEY=VALUE`` works too).
+FAULT_UNHEALTHY_GPUS = "gpucluster.dev/simulate-unhealthy-gpus"  # GPU indices, "0,3"
+FAULT_MISSING_DEVICES = "gpucluster.dev/simulate-missing-devices"  # DRA device names, "gpu-2,gpu-5"
+FAULT_PRODUCT = "gpucluster.dev/simulate-product"  # the value GFD's product label shows
+FAULT_NOT_READY = "gpucluster.dev/simulate-not-ready"  # "true": kwok keeps the node NotReady
+
+# -- Kubernetes -----------------------------------------------------------------------------------
+MANAGED_BY = "app.kubernetes.io/managed-by"
+HOSTNAME = "kubernetes.io/hostname"
+OS = "kubernetes.io/os"
+ARCH = "kubernetes.io/arch"
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"  # kubeadm
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # set by the API server on every namespace
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_ENFORCE_VERSION = "pod-security.kubernetes.io/enforce-version"
+POD_SECURITY_AUDIT = "pod-security.kubernetes.io/audit"
+POD_SECURITY_WARN = "pod-security.kubernetes.io/warn"
+#: kwok manages nodes carrying this annotation (value ``fake``).
+KWOK_NODE = "kwok.x-k8s.io/node"
+
+# -- NVIDIA: set by users/us, read by the GPU Operator's operands -----------------------------------
+#: Which key of the device-plugin ConfigMap the device plugin and GFD on a node use.
+DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+#: Which mig-parted config the MIG manager applies on a node.
+MIG_CONFIG = "nvidia.com/mig.config"
+#: The MIG manager's progress with that config: pending, rebooting, success, failed.
+MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
+#: The GPU Operator deploys an operand on a node while ``nvidia.com/gpu.deploy.<operand>`` is true.
+DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+
+# -- NVIDIA: published by GPU Feature Discovery ----------------------------------------------------
+GPU_PRESENT = "nvidia.com/gpu.present"
+GPU_COUNT = "nvidia.com/gpu.count"
+GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU_MEMORY = "nvidia.com/gpu.memory"
+GPU_FAMILY = "nvidia.com/gpu.family"
+GPU_REPLICAS = "nvidia.com/gpu.replicas"
+GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
+GPU_COMPUTE_MAJOR = "nvidia.com/gpu.compute.major"
+GPU_COMPUTE_MINOR = "nvidia.com/gpu.compute.minor"
+MIG_CAPABLE = "nvidia.com/mig.capable"
+MIG_STRATEGY = "nvidia.com/mig.strategy"
+
+
+def mig_count(profile: str) -> str:
+    """GFD's per-profile instance count label under the mixed strategy."""
+    return f"nvidia.com/mig-{profile}.count"
+
+
+def mig_memory(profile: str) -> str:
+    """GFD's per-profile memory label (MiB) under the mixed strategy."""
+    return f"nvidia.com/mig-{profile}.memory"
+
+
+def is_gfd_label(key: str) -> bool:
+    """Labels GPU Feature Discovery and the MIG manager own (not the ones users, kubelet or we set)."""
+    if key in (MIG_CONFIG, DEVICE_PLUGIN_CONFIG) or key.startswith(DEPLOY_PREFIX):
+        return False
+    return key.startswith(("nvidia.com/gpu.", "nvidia.com/mig.", "nvidia.com/mig-", "nvidia.com/cuda."))
+
+
+# -- Multus ---------------------------------------------------------------------------------------
+#: NetworkAttachmentDefinition annotation: the device-plugin resource pods of this network request.
+NAD_RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"

@@ -1,0 +1,41 @@
+"""What each simulated host physically has: the only facts the simulator takes from the spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpucluster import catalog
+from gpucluster.catalog import GpuModel
+from gpucluster.spec.model import ClusterSpec
+
+#: Machine resources a simulated kubelet reports, besides the extended resources the agents add.
+BASE_GPU_NODE = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "3Ti"}
+BASE_CPU_NODE = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+
+
+@dataclass(frozen=True)
+class Silicon:
+    """What a machine physically has: its GPUs and RDMA NICs."""
+
+    node: str
+    model: GpuModel | None = None
+    count: int = 0
+    nics: tuple[str, ...] = ()
+    link_type: str = "infiniband"
+
+
+def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
+    """What each host of ``spec`` physically has."""
+    out: dict[str, Silicon] = {}
+    for host in spec.hosts:
+        pool = spec.pool_of(host.name)
+        gpu = pool.gpu if pool else None
+        rdma = pool.rdma if pool else None
+        out[host.name] = Silicon(
+            node=host.name,
+            model=catalog.get(gpu.model) if gpu else None,
+            count=gpu.count if gpu else 0,
+            nics=tuple(rdma.interfaces) if rdma else (),
+            link_type=rdma.link_type if rdma else "infiniband",
+        )
+    return out

@@ -1,0 +1,35 @@
+"""What a spec's pools advertise through the device plugin, for validation's capacity sums.
+
+Built on :mod:`gpucluster.devices` (the device plugin's arithmetic) with the sharing settings of each
+pool straight from the spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpucluster import catalog, devices
+from gpucluster.spec import mig as miglib
+from gpucluster.spec.model import ClusterSpec, NodePool
+
+
+def sharing_args(spec: ClusterSpec, pool: NodePool) -> dict[str, Any]:
+    """The keyword arguments of :mod:`gpucluster.devices` for one pool, straight from the spec."""
+    mode = pool.sharing.mode.value
+    return dict(
+        mode=mode,
+        replicas=pool.sharing.replicas or 1,
+        rename_by_default=pool.sharing.rename_by_default,
+        mig=miglib.pool_layout(pool) if mode == "mig" else None,
+        mig_strategy=spec.gpu_operator.mig_strategy,
+    )
+
+
+def cluster_gpu_capacity(spec: ClusterSpec) -> int:
+    """Total ``nvidia.com/gpu`` the device plugin advertises across the cluster."""
+    total = 0
+    for pool in spec.gpu_pools:
+        if pool.gpu and pool.uses_device_plugin:
+            res = devices.advertised_resources(catalog.get(pool.gpu.model), pool.gpu.count, **sharing_args(spec, pool))
+            total += len(pool.hosts) * res.get("nvidia.com/gpu", 0)
+    return total

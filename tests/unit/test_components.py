@@ -1,0 +1,111 @@
+"""The component registry: one row per component is enough to render, bundle, pin and register it.
+
+A hypothetical ``fabric-manager`` component (one registry row, one render module) must appear in the
+render, the GitOps bundle and its chart lock, the platform stack's plan and the registered Pulumi
+graph, with nothing else touched.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from gpucluster import bundle, components
+from gpucluster.pulumi import programs
+from gpucluster.pulumi.plan import plan
+from gpucluster.render import render
+from gpucluster.render.common import obj
+from gpucluster.spec.model import ChartRef
+
+REPO = Path(__file__).resolve().parents[2]
+
+ROW = components.Component("fabric-manager", components.PLATFORM, "FabricManager", "fabric_manager",
+                           components.Chart("fabric-manager", "1.0.0", "https://example.invalid/charts"))
+
+
+def _module() -> types.ModuleType:
+    """What ``src/gpucluster/render/fabric_manager.py`` would hold."""
+    mod = types.ModuleType("gpucluster.render.fabric_manager")
+
+    def chart(spec: object) -> ChartRef:
+        pin = components.get("fabric-manager").chart
+        assert pin is not None
+        return ChartRef(repository=pin.repository, version=pin.version, chart=pin.name)
+
+    mod.objects = lambda spec: [obj("v1", "ConfigMap", "fabric-manager-settings", "fabric-manager",
+                                    data={"partitions": "all"})]
+    mod.enabled = lambda spec: True
+    mod.namespace = lambda spec: "fabric-manager"
+    mod.chart = chart
+    mod.values = lambda spec: {"partitioning": True}
+    return mod
+
+
+@pytest.fixture
+def with_fabric_manager(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(components, "COMPONENTS", (*components.COMPONENTS, ROW))
+    monkeypatch.setitem(sys.modules, "gpucluster.render.fabric_manager", _module())
+
+
+def test_one_row_and_one_module_render_bundle_and_lock_a_component(with_fabric_manager, lab_spec,
+                                                                     tmp_path: Path) -> None:
+    rendered = render(lab_spec)
+    assert [o["metadata"]["name"] for o in rendered.components["fabric-manager"]] == ["fabric-manager-settings"]
+    (rel,) = [r for r in rendered.releases if r.name == "fabric-manager"]
+    assert (rel.chart, rel.version, rel.namespace, rel.values) == (
+        "fabric-manager", "1.0.0", "fabric-manager", {"partitioning": True})
+    # its namespace comes with the platform's namespaces, as every release's does
+    assert "fabric-manager" in {o["metadata"]["name"] for o in rendered.components["namespaces"]}
+    files = bundle.files(rendered)
+    assert "fabric-manager/configmap-fabric-manager-fabric-manager-settings.yaml" in files
+    assert "helm/fabric-manager.values.yaml" in files
+    assert "name: fabric-manager" in files["charts.lock.yaml"]
+
+
+def test_one_row_and_one_module_register_a_pulumi_component(with_fabric_manager, lab_spec) -> None:
+    plans = plan(render(lab_spec))
+    assert [o["metadata"]["name"] for o in plans["platform"].components["fabric-manager"]] == [
+        "fabric-manager-settings"]
+    assert [s.release.name for s in plans["platform"].releases["fabric-manager"]] == ["fabric-manager"]
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            return [f"{args.name}_id", args.inputs]
+
+        def call(self, args: pulumi.runtime.MockCallArgs):
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), project="gpucluster-platform", stack="test", preview=False)
+    urns: list[str] = []
+
+    @pulumi.runtime.test
+    def program():
+        comps = programs.platform(plans["platform"], None)
+        fm = comps["fabric-manager"]
+        return pulumi.Output.all(fm.urn, *[r.urn for r in (*fm.resources.values(), *fm.releases.values())]).apply(
+            urns.extend)
+
+    program()
+    assert urns[0].endswith("gpucluster:platform:FabricManager::fabric-manager")
+    assert any(u.endswith("kubernetes:helm.sh/v3:Release::release/fabric-manager") for u in urns)
+
+
+def test_every_row_has_its_render_module_and_chart_functions() -> None:
+    from gpucluster.render.releases import module
+
+    for row in components.COMPONENTS:
+        mod = module(row)
+        assert callable(mod.objects), row.name
+        if row.chart:
+            for fn in ("enabled", "namespace", "chart", "values"):
+                assert callable(getattr(mod, fn, None)), f"{row.name}: render module lacks {fn}()"
+
+
+def test_component_names_are_unique_and_kebab_case() -> None:
+    names = [c.name for c in components.COMPONENTS]
+    assert len(names) == len(set(names))
+    assert all(n == n.lower() and " " not in n and "_" not in n for n in names)
