@@ -21,6 +21,7 @@ from conftest import Cluster, wait_for
 
 from gpucluster.addons import volcano as local_volcano
 from gpucluster.kube import Kube
+from gpucluster.local import addons
 from gpucluster.render import render, volcano
 from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
@@ -192,15 +193,16 @@ def test_rendered_volcano_objects_apply_server_side(kube: Kube, lw: Cluster, spe
         assert {k: got["spec"][k] for k in q["spec"]} == q["spec"]
     # the generated schema carries the Go types' validation markers (weight >= 1)
     bad = dict(objs[-1], spec={**objs[-1]["spec"], "weight": 0})
-    out = lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "--dry-run=server", "-f", "-",
-                  stdin=yaml.safe_dump(bad), check=False)
+    proc = lw.run("apply", "--server-side", "--field-manager=gpucluster-test", "--dry-run=server", "-f", "-",
+                  stdin=yaml.safe_dump(bad))
+    out = proc.stdout + proc.stderr
     assert "spec.weight" in out and "greater than or equal to 1" in out, out
 
 
 def test_start_again_changes_nothing_and_listens_on_loopback_only(
     kube: Kube, lw: Cluster, spec: ClusterSpec
 ) -> None:
-    before = {n: c.pid for n, c in local_volcano._load(lw.world).items()}
+    before = {n: c.pid for n, c in addons.load(lw.state_dir, local_volcano.NAME).items()}
     assert set(before) == {"vc-scheduler", "vc-controller-manager"}
     again = local_volcano.start(lw.world, spec)
     assert {n: c.pid for n, c in again.items()} == before and local_volcano.running(lw.world)

@@ -3,7 +3,7 @@
 The sidecar of the common Grafana charts loads every ConfigMap labelled ``grafana_dashboard: "1"``.
 Every query reads series the DCGM exporter serves with our CSV (``monitoring.DCGM_FIELDS``), the
 recording rules produce (``monitoring.recording_rules``), kube-state-metrics documents
-(``monitoring.KSM_SERIES``) or Prometheus itself writes (``ALERTS``); ``tests/unit/test_dashboard.py``
+(``monitoring.KSM_SERIES``) or Prometheus itself writes (``ALERTS``); ``tests/unit/render/test_render_dashboard.py``
 holds it to that.
 """
 

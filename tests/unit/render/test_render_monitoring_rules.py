@@ -10,7 +10,7 @@ import pytest
 from gpucluster.render import dashboard, monitoring, render
 from gpucluster.spec import load_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ def metric_names(expr: str) -> set[str]:
 def spec():
     from pathlib import Path
 
-    return load_spec(Path(__file__).resolve().parents[2] / "inventories" / "local")
+    return load_spec(Path(__file__).resolve().parents[3] / "inventories" / "local")
 
 
 @pytest.fixture(scope="module")

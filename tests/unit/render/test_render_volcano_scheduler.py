@@ -12,7 +12,7 @@ from gpucluster.render import render, tenants, volcano
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,50 @@
+"""render/dra_driver.py: DeviceClasses by attributes, claim templates, chart values."""
+
+from __future__ import annotations
+
+from gpucluster.render import dra_driver as dra
+from gpucluster.render import tenants
+
+
+def pool(spec, name):
+    return next(p for p in spec.node_pools if p.name == name)
+
+
+def by_kind(objs, kind, name=None):
+    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert hits, f"no {kind} {name or ''}"
+    return hits
+
+
+def test_device_classes_select_by_attributes(local):
+    classes = {o["metadata"]["name"]: o for o in dra.objects(local)}
+    assert all(o["apiVersion"] == "resource.k8s.io/v1" for o in classes.values())
+    expr = classes["gpu-80gb"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert "device.driver == 'gpu.nvidia.com'" in expr
+    assert "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80G')) >= 0" in expr
+    assert "architecture == 'Hopper'" in classes["hopper"]["spec"]["selectors"][0]["cel"]["expression"]
+    mig = classes["mig-1g-10gb"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert ".type == 'mig'" in mig and ".profile == '1g.10gb'" in mig
+    for o in classes.values():
+        assert "index" not in o["spec"]["selectors"][0]["cel"]["expression"]
+
+
+def test_compute_capability_is_semver(local):
+    spec = local.model_copy(deep=True)
+    spec.dra.device_classes[1].selector.min_compute_capability = "9.0"
+    expr = dra.cel(spec.dra.device_classes[1])
+    assert "cudaComputeCapability.compareTo(semver('9.0.0')) >= 0" in expr
+
+
+def test_claim_templates_in_tenant_namespaces(local):
+    t = by_kind(tenants.objects(local), "ResourceClaimTemplate", "one-80gb-gpu")
+    assert [o["metadata"]["namespace"] for o in t] == ["ml-research"]
+    req = t[0]["spec"]["spec"]["devices"]["requests"][0]
+    assert req["exactly"] == {"deviceClassName": "gpu-80gb", "allocationMode": "ExactCount", "count": 1}
+
+
+def test_dra_values_carry_override(local):
+    v = dra.values(local)
+    assert v["gpuResourcesEnabledOverride"] is True
+    assert v["resources"]["gpus"]["enabled"] is True
+    assert v["nvidiaDriverRoot"] == "/run/nvidia/driver"

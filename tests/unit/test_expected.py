@@ -1,0 +1,64 @@
+"""expected.py: what verification expects per host, per sharing mode."""
+
+from __future__ import annotations
+
+from gpucluster import devices, expected
+
+
+def pool(spec, name):
+    return next(p for p in spec.node_pools if p.name == name)
+
+
+def by_kind(objs, kind, name=None):
+    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert hits, f"no {kind} {name or ''}"
+    return hits
+
+
+def test_l4_time_sliced_host_expects_16_gpus(local):
+    states = expected.host_states(local)
+    assert states["l4-1"].resources == {"nvidia.com/gpu": 16}
+    assert states["l4-1"].labels["nvidia.com/gpu.product"] == "NVIDIA-L4-SHARED"
+    assert states["l4-1"].labels["nvidia.com/gpu.replicas"] == "4"
+    assert states["l4-1"].labels["nvidia.com/device-plugin.config"] == "l4-infer"
+
+
+def test_expected_state_per_sharing_mode(local):
+    s = expected.host_states(local)
+    assert s["h200-1"].resources == {"nvidia.com/gpu": 8}
+    assert s["a100-1"].resources == {"nvidia.com/mig-1g.10gb": 56}
+    assert s["a100-1"].labels["nvidia.com/mig.config.state"] == "success"
+    # DRA pool: no device-plugin resources, 8 devices, device plugin switched off by label
+    assert "nvidia.com/gpu" not in s["h100-1"].resources
+    assert s["h100-1"].resources == {"rdma/rdma_shared_device_a": 63}
+    assert [d.name for d in s["h100-1"].devices] == [f"gpu-{i}" for i in range(8)]
+    assert s["h100-1"].labels["nvidia.com/gpu.deploy.device-plugin"] == "false"
+    assert s["h100-1"].devices[0].memory_bytes == 81559 * 2**20
+    assert s["cp-1"].taints == [] and "node-role.kubernetes.io/control-plane" in s["cp-1"].labels
+    assert s["h200-1"].taints == ["nvidia.com/gpu=present:NoSchedule"]
+
+
+def test_mig_single_strategy(local):
+    spec = local.model_copy(deep=True)
+    spec.gpu_operator.mig_strategy = "single"
+    s = expected.host_states(spec)["a100-1"]
+    assert s.resources == {"nvidia.com/gpu": 56}
+    assert s.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"
+    assert s.labels["nvidia.com/gpu.memory"] == str(10 * 1024)
+
+
+def test_rename_by_default_uses_shared_resource(local):
+    spec = local.model_copy(deep=True)
+    pool(spec, "l4-infer").sharing.rename_by_default = True
+    s = expected.host_states(spec)["l4-1"]
+    assert s.resources == {"nvidia.com/gpu.shared": 16}
+    assert s.labels["nvidia.com/gpu.product"] == "NVIDIA-L4"
+
+
+def test_dra_devices_for_mig_pool(local):
+    from gpucluster import catalog
+
+    devs = devices.dra_devices("c", "h", catalog.get("A100-80GB"), 2, {"1g.10gb": 7})
+    assert len(devs) == 14 and {d.type for d in devs} == {"mig"}
+    assert devs[0].profile == "1g.10gb" and devs[0].parent_uuid.startswith("GPU-")
+    assert len({d.uuid for d in devs}) == 14 and len({d.name for d in devs}) == 14
