@@ -59,8 +59,10 @@ COMPONENTS: tuple[Component, ...] = (
     Component("namespaces", PLATFORM, "Namespaces", "namespaces"),
     Component("gpu-operator", PLATFORM, "GpuOperator", "gpu_operator",
               Chart("gpu-operator", "v26.3.0", "https://helm.ngc.nvidia.com/nvidia")),
+    # The driver moved to kubernetes-sigs in 0.4.0 and its chart was renamed from nvidia-dra-driver-gpu
+    # (whose last release is 25.12.0): upstream docs/upgrade.md.
     Component("dra-driver", PLATFORM, "DraDriver", "dra_driver",
-              Chart("nvidia-dra-driver-gpu", "0.4.1", "https://helm.ngc.nvidia.com/nvidia"),
+              Chart("dra-driver-nvidia-gpu", "0.4.1", "https://helm.ngc.nvidia.com/nvidia"),
               aliases=(("dra", "Dra"),)),
     Component("volcano", PLATFORM, "Volcano", "volcano",
               Chart("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),

@@ -57,6 +57,7 @@ MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
 #: The GPU Operator deploys an operand on a node while ``nvidia.com/gpu.deploy.<operand>`` is true.
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+DEPLOY_MIG_MANAGER = "nvidia.com/gpu.deploy.mig-manager"
 
 # -- NVIDIA: published by GPU Feature Discovery ----------------------------------------------------
 GPU_PRESENT = "nvidia.com/gpu.present"

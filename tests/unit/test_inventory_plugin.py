@@ -84,7 +84,7 @@ def test_mig_managed_by_host_and_feature_gates(tmp_path):
     inv = json.loads(proc.stdout)
     assert inv["mig_host"]["hosts"] == ["a100-1"]
     hv = hostvars(inv, "a100-1")
-    assert hv["mig_host_config_name"] == "all-1g.10gb"
+    assert hv["mig_host_config_name"] == "gpucluster-a100-mig"
     assert hv["mig_host_config"] == mig_parted_config(load_spec(tmp_path))
     assert hostvars(inv, "cp-1")["kubernetes_node_feature_gates"] == {"DRAAdminAccess": True}
 
@@ -95,14 +95,14 @@ def test_host_managed_driver_version_comes_from_the_spec(tmp_path, local_inv):
     assert "nvidia_driver_version" not in hostvars(local_inv, "h100-1")
     text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
     assert "gpuOperator:" in text
-    text = text.replace("gpuOperator:", 'gpuOperator:\n  driver: {managedBy: host, version: "535.247.01"}', 1)
+    text = text.replace("gpuOperator:", 'gpuOperator:\n  driver: {managedBy: host, version: "580.95.05"}', 1)
     (tmp_path / "cluster.yaml").write_text(text)
     shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
     proc = inventory(tmp_path)
     assert proc.returncode == 0, proc.stderr
     hv = hostvars(json.loads(proc.stdout), "h100-1")
     assert hv["nvidia_driver_managed_by"] == "host"
-    assert hv["nvidia_driver_version"] == "535.247.01"
+    assert hv["nvidia_driver_version"] == "580.95.05"
 
 
 def test_broken_spec_fails_with_the_spec_message(tmp_path):

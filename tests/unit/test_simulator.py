@@ -176,7 +176,7 @@ def test_invalid_config_advertises_no_gpus(spec) -> None:
 def test_mig_config_change_and_failure(spec) -> None:
     inputs = deployed(spec)
     doc = yaml.safe_load(inputs["mig_data"]["config.yaml"])
-    doc["mig-configs"]["all-1g.10gb"] = [
+    doc["mig-configs"]["gpucluster-a100-mig"] = [
         {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}
     ]
     inputs["mig_data"] = {"config.yaml": yaml.safe_dump(doc)}
@@ -193,7 +193,7 @@ def test_mig_config_change_and_failure(spec) -> None:
             {
                 "version": "v1",
                 "mig-configs": {
-                    "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 9}}]
+                    "gpucluster-a100-mig": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 9}}]
                 },
             }
         )

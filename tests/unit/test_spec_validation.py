@@ -268,3 +268,50 @@ def test_single_mig_strategy_rejects_mixed_layout(write_spec, base):
 def test_no_control_plane(write_spec, base):
     base["hosts"][0]["roles"] = ["worker"]
     assert "no host has the control-plane role" in find(problems(write_spec, base), "hosts").message
+
+
+# -- what upstream cannot run (each rule cites its upstream fact) -----------------------------------
+
+
+def test_operator_driver_on_debian_is_rejected_with_both_ways_out(write_spec, base):
+    # NVIDIA builds no driver image for Debian (gpu-operator facts driver-container-ci-dists).
+    base["hosts"][1]["os"] = "debian12"
+    p = find(problems(write_spec, base), "hosts[1].os")
+    assert "no driver container image for debian12" in p.message and "'g1'" in p.message
+    assert "managedBy: host" in p.hint and "ubuntu24.04" in p.hint
+    base["gpuOperator"] = {"driver": {"managedBy": "host"}}
+    load_spec(write_spec(base))  # the host installs the driver: fine
+
+
+def test_defaults_never_ask_for_a_driver_image_that_does_not_exist(write_spec, base):
+    for host in base["hosts"]:
+        host.pop("os", None)
+    spec = load_spec(write_spec(base))
+    assert {h.os for h in spec.hosts} == {"ubuntu24.04"} and spec.gpu_operator.driver.managed_by == "operator"
+
+
+def test_gpu_hosts_on_two_oses_with_the_operator_driver(write_spec, base):
+    base["hosts"][1]["os"] = "ubuntu22.04"
+    base["hosts"][2]["os"] = "ubuntu24.04"
+    p = find(problems(write_spec, base), "hosts")
+    assert "different OSes" in p.message and "ubuntu22.04: g1" in p.message
+    base["hosts"][2]["os"] = "ubuntu22.04"
+    load_spec(write_spec(base))
+
+
+def test_dra_pools_need_a_driver_the_dra_driver_supports(write_spec, base):
+    base["nodePools"][0]["dra"] = True
+    base["gpuOperator"] = {"driver": {"managedBy": "host", "version": "535"}}
+    p = find(problems(write_spec, base), "gpuOperator.driver.version")
+    assert ">= 565" in p.message and "535" in p.message
+    base["gpuOperator"]["driver"]["version"] = "570.172.08"
+    load_spec(write_spec(base))
+
+
+def test_mps_with_the_mixed_mig_strategy_is_refused_like_the_plugin_does(write_spec, base):
+    # device-plugin facts mps-with-mig-strategy-mixed-rejected: the plugin does not start.
+    base["nodePools"][1]["sharing"] = {"mode": "mps", "replicas": 4}
+    p = find(problems(write_spec, base), "gpuOperator.migStrategy")
+    assert "MPS pools (l4)" in p.message and "mixed" in p.message and "single" in p.hint
+    base["gpuOperator"] = {"migStrategy": "single"}
+    load_spec(write_spec(base))

@@ -13,7 +13,6 @@ from gpucluster.render.common import Obj, obj
 from gpucluster.spec.model import ChartRef, ClusterSpec, DeviceClass, Tenant
 
 API = "resource.k8s.io/v1"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def _quote(value: str) -> str:
@@ -67,6 +66,19 @@ def tenant_claim_templates(spec: ClusterSpec, tenant: Tenant) -> list[Obj]:
             for name in tenant.claim_templates]
 
 
+def plugin_tolerations(spec: ClusterSpec) -> list[dict]:
+    """Tolerations for every taint of every DRA pool: the kubelet plugin must run wherever DRA GPUs are."""
+    seen: dict[tuple[str, str, str], dict] = {}
+    for pool in spec.node_pools:
+        if not pool.uses_dra:
+            continue
+        for t in pool.effective_taints:
+            tol = {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} if t.value else \
+                {"key": t.key, "operator": "Exists", "effect": t.effect}
+            seen[(t.key, t.value, t.effect)] = tol
+    return [seen[k] for k in sorted(seen)]
+
+
 def values(spec: ClusterSpec) -> dict:
     """Helm values for the DRA driver chart (installed only when some pool uses DRA)."""
     operator_driver = spec.gpu_operator.enabled and spec.gpu_operator.driver.managed_by == "operator"
@@ -76,7 +88,7 @@ def values(spec: ClusterSpec) -> dict:
         "gpuResourcesEnabledOverride": True,
         "nvidiaDriverRoot": "/run/nvidia/driver" if operator_driver else "/",
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
-        "kubeletPlugin": {"nodeSelector": {L.DRA: "true"}, "tolerations": [GPU_TOLERATION]},
+        "kubeletPlugin": {"nodeSelector": {L.DRA: "true"}, "tolerations": plugin_tolerations(spec)},
     }
 
 

@@ -42,10 +42,12 @@ def device_plugin_config(spec: ClusterSpec) -> dict[str, dict]:
 
 
 def mig_config_name(pool: NodePool) -> str:
-    """The mig-parted config a MIG pool's nodes are labelled with: its named layout, or one of ours."""
-    assert pool.sharing.mig
-    if pool.sharing.mig.profiles is None and pool.sharing.mig.layout:
-        return pool.sharing.mig.layout
+    """The mig-parted config a MIG pool's nodes are labelled with: one per pool.
+
+    Never the layout's name: two pools of different GPU models asking for the same named layout
+    (``all-balanced``) need different per-GPU layouts, and upstream tells those apart by PCI device ID
+    (``device-filter``) inside one config, which we do not render.
+    """
     return f"gpucluster-{pool.name}"
 
 
@@ -82,7 +84,9 @@ def values(spec: ClusterSpec) -> dict:
         "cdi": {"enabled": g.cdi},
         "nfd": {"enabled": g.nfd},
         "devicePlugin": {
-            "enabled": True,
+            # Off when no pool uses it: the operator's validator otherwise waits for nvidia.com/gpu on
+            # DRA-only nodes and crash-loops (it skips that step only when the plugin is off cluster-wide).
+            "enabled": any(p.uses_device_plugin for p in spec.gpu_pools),
             "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": DEFAULT_KEY, "create": False},
         },
         "mig": {"strategy": g.mig_strategy},

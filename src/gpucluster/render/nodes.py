@@ -21,6 +21,9 @@ def management_labels(pool: NodePool) -> dict[str, str]:
         labels[L.DEVICE_PLUGIN_CONFIG] = pool.name
     if pool.sharing.mode is SharingMode.mig:
         labels[L.MIG_CONFIG] = mig_config_name(pool)
+        if pool.sharing.mig and pool.sharing.mig.managed_by == "host":
+            # Ansible's mig-parted applies the layout; the operator's MIG manager must stay off the node.
+            labels[L.DEPLOY_MIG_MANAGER] = "false"
     if pool.uses_dra:
         labels[L.DRA] = "true"
     if not pool.uses_device_plugin:

@@ -104,7 +104,11 @@ def queue(tenant: Tenant) -> Obj:
     if tenant.quota.memory:
         spec["capability"]["memory"] = tenant.quota.memory
     if tenant.queue.guarantee_gpus:
-        spec["guarantee"] = {"resource": {"nvidia.com/gpu": str(tenant.queue.guarantee_gpus)}}
+        guarantee = {"nvidia.com/gpu": str(tenant.queue.guarantee_gpus)}
+        spec["guarantee"] = {"resource": guarantee}
+        # Volcano 1.15's Queue admission rejects a guarantee without a deserved share covering it
+        # (validate_queue.go); proportion does not read deserved, so scheduling is unchanged.
+        spec["deserved"] = dict(guarantee)
     return obj(QUEUE_API, "Queue", tenant.name, labels={L.TENANT: tenant.name}, spec=spec)
 
 

@@ -97,7 +97,11 @@ class Host(Model):
     name: Name
     address: str = Field(description="IP address or DNS name Ansible connects to.")
     roles: list[HostRole] = Field(default_factory=lambda: [HostRole.worker])
-    os: Literal["debian12", "ubuntu22.04", "ubuntu24.04", "rhel9"] = "debian12"
+    os: Literal["debian12", "ubuntu22.04", "ubuntu24.04", "rhel9"] = Field(
+        default="ubuntu24.04",
+        description="The host's OS. NVIDIA builds GPU Operator driver images for Ubuntu and RHEL only: GPU hosts "
+        "on debian12 need gpuOperator.driver.managedBy: host.",
+    )
     ansible_vars: dict[str, object] = Field(
         default_factory=dict, description="Extra per-host Ansible variables (ansible_user, ...)."
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpucluster.render import dra_driver as dra
-from gpucluster.render import tenants
+from gpucluster.render import render, tenants
 
 
 def pool(spec, name):
@@ -48,3 +48,20 @@ def test_dra_values_carry_override(local):
     assert v["gpuResourcesEnabledOverride"] is True
     assert v["resources"]["gpus"]["enabled"] is True
     assert v["nvidiaDriverRoot"] == "/run/nvidia/driver"
+
+
+def test_chart_is_the_one_upstream_publishes(local):
+    # dra-driver facts chart-name: renamed from nvidia-dra-driver-gpu in 0.4.0.
+    (rel,) = [r for r in render(local).releases if r.name == "dra-driver"]
+    assert (rel.chart, rel.version) == ("dra-driver-nvidia-gpu", "0.4.1")
+
+
+def test_kubelet_plugin_tolerates_every_taint_of_the_dra_pools(local):
+    from gpucluster.spec.model import Taint
+
+    h200 = next(p for p in local.node_pools if p.uses_dra)
+    h200.taints = [Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule"),
+                   Taint(key="dedicated", value="training", effect="NoExecute")]
+    tolerations = dra.values(local)["kubeletPlugin"]["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoExecute"} in tolerations
+    assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in tolerations

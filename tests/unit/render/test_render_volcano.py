@@ -30,3 +30,10 @@ def test_volcano_objects_and_conf(local):
     assert "proportion" in plugins and "capacity" not in plugins and "gang" in plugins
     pred = next(p for t in conf["tiers"] for p in t["plugins"] if p["name"] == "predicates")
     assert pred["arguments"]["predicate.DynamicResourceAllocationEnable"] is True
+
+
+def test_a_guarantee_comes_with_a_deserved_share(lab):
+    # volcano facts queue-webhook-guarantee-requires-deserved: Volcano 1.15 admission rejects it otherwise.
+    for q in (o for o in volcano.objects(lab) if o["kind"] == "Queue"):
+        if "guarantee" in q["spec"]:
+            assert q["spec"]["deserved"] == q["spec"]["guarantee"]["resource"], q["metadata"]["name"]
