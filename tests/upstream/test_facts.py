@@ -1,0 +1,46 @@
+"""The fact files themselves: every fact is cited, every source is pinned, and each file names the
+version gpucluster pins today (a bump must re-read upstream)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FACTS, facts
+
+from gpucluster import components, versions
+
+FILES = sorted(p.stem for p in FACTS.glob("*.yaml"))
+
+
+def test_there_is_a_fact_file_per_upstream_component() -> None:
+    assert {"gpu-operator", "dra-driver", "dcgm-exporter", "prometheus", "network-operator", "cni", "volcano",
+            "device-plugin", "host-config"} <= set(FILES)
+
+
+@pytest.mark.parametrize("component", FILES)
+def test_every_fact_is_cited_to_a_line_of_a_pinned_source(component: str) -> None:
+    doc = facts(component)
+    assert doc["component"] == component
+    sources = doc["sources"]
+    for sid, src in sources.items():
+        assert "/" in src["repository"], sid
+        assert src.get("tag") or src.get("commit"), f"{component}: source {sid} is not pinned to a tag or commit"
+    bad = []
+    for fid, f in doc["facts"].items():
+        s = f.get("source") or {}
+        if "value" not in f or s.get("repo") not in sources or not s.get("path") or not isinstance(s.get("line"), int):
+            bad.append(fid)
+    assert bad == [], f"{component}: facts without a value or a full citation: {bad}"
+
+
+@pytest.mark.parametrize(("component", "row"), [("gpu-operator", "gpu-operator"), ("dra-driver", "dra-driver"),
+                                                ("volcano", "volcano"), ("network-operator", "network-operator")])
+def test_chart_facts_were_read_at_the_version_we_pin(component: str, row: str) -> None:
+    pin = components.get(row).chart
+    assert pin is not None
+    assert pin.version.lstrip("v") in str(facts(component)["pinned"]), (
+        f"{component}.yaml was read for {facts(component)['pinned']!r} but we pin {pin.name} {pin.version}: "
+        "re-read upstream at the new tag")
+
+
+def test_host_config_facts_cover_the_kubernetes_we_pin() -> None:
+    assert versions.KUBERNETES in str(facts("host-config")["pinned"])
