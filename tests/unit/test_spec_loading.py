@@ -94,3 +94,26 @@ def test_cli_validate_ok(local_inventory, capsys):
 def test_cli_unknown_option_is_a_usage_error(capsys):
     assert entrypoint(["validate", "--nope"]) == 2
     assert "No such option" in capsys.readouterr().err
+
+
+def test_a_key_given_twice_is_an_error_naming_both_lines(write_spec, cli) -> None:
+    # YAML keeps the last of two equal keys: a second `gpu:` used to turn an H100 pool into L4 silently.
+    text = ("metadata: {name: x}\nhosts:\n  - {name: h, address: 10.0.0.1, roles: [control-plane]}\n"
+            "nodePools:\n  - name: a\n    hosts: [h]\n    gpu: {model: H100-SXM5-80GB, count: 8}\n"
+            "    gpu: {model: L4, count: 4}\n")
+    out = cli("validate", "-i", str(write_spec(text)))
+    assert out.exit_code == 2
+    assert "nodePools[0].gpu: key 'gpu' is given twice (line 7 and line 8)" in out.stderr
+    assert "Traceback" not in out.output
+
+
+@pytest.mark.parametrize("depth", [70, 900])
+def test_deep_nesting_is_bad_input_not_an_internal_error(write_spec, cli, depth: int) -> None:
+    out = cli("validate", "-i", str(write_spec("metadata: {name: x}\nhosts: " + "[" * depth + "]" * depth + "\n")))
+    assert out.exit_code == 2, out.output
+    assert "nested more than 64 levels deep" in out.stderr and "internal error" not in out.output
+
+
+def test_the_same_key_in_two_different_mappings_is_fine(write_spec, base) -> None:
+    base["nodePools"][1]["labels"] = {"gpu": "l4"}  # a label named like a sibling mapping's key
+    assert load_spec(write_spec(base)).node_pools[1].labels == {"gpu": "l4"}

@@ -20,6 +20,9 @@ from gpucluster.spec.model import ClusterSpec
 MAX_BYTES = 2 * 1024 * 1024
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NODES = 200_000
+#: No spec section nests deeper than a dozen levels; anything far deeper is a mistake (or an attack on
+#: the recursive steps after parsing), refused before any of them runs.
+MAX_DEPTH = 64
 SPEC_FILE = "cluster.yaml"
 
 
@@ -51,13 +54,17 @@ def read_yaml(path: Path) -> Any:
     if not text.strip() or all(line.lstrip().startswith("#") for line in text.splitlines() if line.strip()):
         raise InputError(f"{path}: the file is empty; start from inventories/local/cluster.yaml")
     try:
-        # Compose first (libyaml when present), check the alias expansion on the node graph, and
-        # only then construct Python objects, so a bomb is refused before it is expanded.
+        # Compose first (libyaml when present), check the shape and the alias expansion on the node
+        # graph, and only then construct Python objects, so a bomb is refused before it is expanded.
         node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as err:
         raise InputError(f"{path}: malformed YAML: {_yaml_msg(err)}") from None
+    except RecursionError:  # the pure-Python composer (no libyaml) recurses per nesting level
+        raise InputError(f"{path}: the spec is nested too deeply to read; check the brackets and indentation") \
+            from None
     if node is None:
         raise InputError(f"{path}: the file is empty; start from inventories/local/cluster.yaml")
+    _check_shape(path, node)
     _check_expansion(path, node)
     try:
         data = yaml.constructor.SafeConstructor().construct_document(node)
@@ -74,6 +81,44 @@ def _yaml_msg(err: yaml.YAMLError) -> str:
     if mark is not None:
         return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
     return str(problem)
+
+
+def _check_shape(path: Path, root: yaml.Node) -> None:
+    """Refuse input nested deeper than :data:`MAX_DEPTH`, and keys given twice in one mapping.
+
+    Iterative (the steps after it recurse). YAML itself lets the last of two equal keys win, so a second
+    ``gpu:`` in a pool would silently replace the first; every duplicate is reported with both lines.
+    """
+    problems: list[Problem] = []
+    stack: list[tuple[yaml.Node, str, int]] = [(root, "", 1)]
+    seen: set[int] = set()
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InputError(f"{path}: line {node.start_mark.line + 1}: the spec is nested more than {MAX_DEPTH} "
+                             f"levels deep{f' (under {where[:40]}...)' if where else ''}; no section of a cluster spec "
+                             "nests that far — check the brackets and indentation")
+        if id(node) in seen:  # an alias: its node was checked where it was defined
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                child = f"{where}.{name}" if where else str(name)
+                if name is not None and name != "<<":
+                    line = key.start_mark.line + 1
+                    if name in first:
+                        problems.append(Problem(child, f"key {name!r} is given twice (line {first[name]} and line "
+                                                f"{line}); YAML would silently keep only the second",
+                                                "remove one of them, or merge what they say"))
+                    else:
+                        first[name] = line
+                stack.append((value, child, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(node.value))
+    if problems:
+        raise SpecError(str(path), problems)
 
 
 def _check_expansion(path: Path, root: yaml.Node) -> None:
