@@ -11,11 +11,16 @@ Layout::
 
 Output is byte-identical for the same spec: keys keep a fixed order, files are sorted, and nothing
 time- or host-dependent is written. The bundle never holds secrets.
+
+``OUT/.gpucluster-bundle`` is the manifest of the files the last render wrote (path and sha256). A
+render replaces and removes only those: a file of the user's in the folder is never deleted or
+overwritten, with or without ``--force``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -83,23 +88,51 @@ def _kustomization(resources: list[str]) -> dict:
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}
 
 
+MANIFEST_FORMAT = 1
+
+
+def _manifest(out: Path) -> dict[str, str] | None:
+    """Files the previous render wrote (path -> sha256), or None when ``out`` holds no bundle.
+
+    A marker from before the manifest existed (plain text) vouches for every file in the folder.
+    """
+    marker = out / MARKER
+    if not marker.is_file():
+        return None
+    text = marker.read_text(errors="replace")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {str(p.relative_to(out)): "" for p in out.rglob("*") if p.is_file() and p.name != MARKER}
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("files"), dict):
+        raise InputError(f"{marker}: not a gpucluster bundle manifest; move it away or choose another folder")
+    return {str(k): str(v) for k, v in doc["files"].items()}
+
+
 def write(rendered: Rendered, out: Path, *, force: bool = False) -> dict[str, str]:
     """Write the bundle to ``out``, touching only files whose content changed.
 
-    A previous bundle there is updated in place (each file replaced atomically, stale files
-    removed); an unrelated non-empty folder is refused unless ``force``. Returns
-    path → "created" | "updated" | "unchanged" | "removed".
+    A previous bundle there is updated in place (each file replaced atomically, files it wrote and the
+    new one does not have removed). A folder holding other files is refused unless ``force``; even
+    then, files the bundle did not write are never removed, and one standing where the bundle would
+    write refuses the whole render before anything changes. Returns path → "created" | "updated" |
+    "unchanged" | "removed".
     """
     content = files(rendered)
-    if out.exists():
-        if not out.is_dir():
-            raise InputError(f"{out}: exists and is not a folder")
-        if any(out.iterdir()) and not (out / MARKER).exists() and not force:
-            raise InputError(f"{out}: folder is not empty and holds no gpucluster bundle; "
-                             "choose an empty folder or pass --force")
-    changes = _diff(out, content)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder")
+    previous = _manifest(out) if out.exists() else None
+    if out.exists() and previous is None and any(out.iterdir()) and not force:
+        raise InputError(f"{out}: folder is not empty and holds no gpucluster bundle; "
+                         "choose an empty folder or pass --force (files already there are kept)")
+    ours = previous or {}
+    foreign = sorted(rel for rel in content if (out / rel).exists() and rel not in ours)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise InputError(f"{out}: {shown} would be overwritten but the bundle did not write them; move them "
+                         "away (nothing was written)")
+    changes = _diff(out, content, ours)
     out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("written by `gpucluster render`; files here are replaced on every render\n")
     for rel, what in changes.items():
         path = out / rel
         if what in ("created", "updated"):
@@ -108,22 +141,29 @@ def write(rendered: Rendered, out: Path, *, force: bool = False) -> dict[str, st
             tmp.write_text(content[rel])
             os.replace(tmp, path)
         elif what == "removed":
-            path.unlink()
-    for folder in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-        if not any(folder.iterdir()):
+            path.unlink(missing_ok=True)
+    manifest = {"format": MANIFEST_FORMAT,
+                "note": "written by `gpucluster render`: the files listed here are replaced or removed on "
+                        "every render; other files in this folder are left alone",
+                "files": {rel: hashlib.sha256(text.encode()).hexdigest() for rel, text in content.items()}}
+    tmp = out / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, out / MARKER)
+    for rel in (r for r, w in changes.items() if w == "removed"):
+        folder = (out / rel).parent
+        while folder != out and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
+            folder = folder.parent
     return changes
 
 
-def _diff(out: Path, content: dict[str, str]) -> dict[str, str]:
-    old: dict[str, str] = {}
-    if out.exists():
-        for p in out.rglob("*"):
-            if p.is_file() and p.name != MARKER:
-                old[str(p.relative_to(out))] = p.read_text(errors="replace")
+def _diff(out: Path, content: dict[str, str], ours: dict[str, str]) -> dict[str, str]:
     changes = {}
     for rel, text in content.items():
-        changes[rel] = "unchanged" if old.get(rel) == text else ("updated" if rel in old else "created")
-    for rel in old.keys() - content.keys():
-        changes[rel] = "removed"
+        path = out / rel
+        old = path.read_text(errors="replace") if path.is_file() else None
+        changes[rel] = "unchanged" if old == text else ("updated" if old is not None else "created")
+    for rel in ours.keys() - content.keys():
+        if (out / rel).is_file():
+            changes[rel] = "removed"
     return dict(sorted(changes.items()))

@@ -85,3 +85,23 @@ def test_invalid_spec_writes_nothing(tmp_path, write_spec, base):
     out = tmp_path / "out"
     assert entrypoint(["render", "-i", str(write_spec(base)), "-o", str(out)]) == 2
     assert not out.exists()
+
+
+def test_force_writes_alongside_and_never_deletes_a_users_file(tmp_path, local_inventory, lab_inventory):
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "tenants").mkdir()
+    (tmp_path / "tenants" / "extra-policy.yaml").write_text("kind: mine")
+    bundle.write(render(load_spec(local_inventory)), tmp_path, force=True)
+    # a different spec: the local tenants' files go, the user's files stay, without --force now
+    changes = bundle.write(render(load_spec(lab_inventory)), tmp_path)
+    assert changes["tenants/namespace-inference.yaml"] == "removed"
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "tenants" / "extra-policy.yaml").read_text() == "kind: mine"
+    assert "notes.txt" not in changes and "tenants/extra-policy.yaml" not in changes
+
+
+def test_a_users_file_where_the_bundle_writes_refuses_before_writing(tmp_path, local_inventory):
+    (tmp_path / "kustomization.yaml").write_text("resources: [mine.yaml]")
+    with pytest.raises(InputError, match="kustomization.yaml would be overwritten but the bundle did not write"):
+        bundle.write(render(load_spec(local_inventory)), tmp_path, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kustomization.yaml"]  # nothing half-written
