@@ -100,6 +100,10 @@ class ClusterUnreachable(GpuclusterError):
     """The API server could not be asked, or refused a call the command needs."""
 
 
+class StateLocked(GpuclusterError):
+    """Another gpucluster process holds the state this command needs (the message says who)."""
+
+
 class LocalWorldError(GpuclusterError):
     """Something about the local control plane the user can act on."""
 
@@ -113,6 +117,12 @@ class SimulatorError(GpuclusterError):
 
 class StackFailed(GpuclusterError):
     """A stack operation failed; the message names the stack, the operation and the resource."""
+
+
+class Interrupted(GpuclusterError):
+    """The user interrupted a run (Ctrl-C); the work in progress was stopped cleanly."""
+
+    exit_code = 130
 
 
 class PhaseFailed(GpuclusterError):

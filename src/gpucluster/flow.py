@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster import inventory as inventories
+from gpucluster import lockfile
 from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
 
 
@@ -64,6 +65,10 @@ class Runner:
             self.console.print(f"[green]✓[/green] {name} ({seconds:.1f} s)")
 
 
+#: What the engine keeps in a stack state folder (besides the lock and the passphrase).
+STACK_STATE_PARTS = ("backend", "work")
+
+
 def _stack_state(state_dir: Path | None, env: str) -> Path:
     """Stack state of a real cluster: ``$GPUCLUSTER_STATE/stacks/<env>`` (the local world keeps its own)."""
     import os
@@ -73,7 +78,7 @@ def _stack_state(state_dir: Path | None, env: str) -> Path:
 
 
 def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, start: bool,
-                      say: Callable[[str], None]) -> Any:
+                      say: Callable[[str], None], reset: bool = False) -> Any:
     """The local-world phase: control plane up (or already up), CRDs, simulated GPU nodes.
 
     Returns the ``World``. ``start=False`` (dry runs, ``down``) only attaches to a running world.
@@ -83,18 +88,24 @@ def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, sta
     world = World(world_dir, say=say)
     if not start:
         return world if world.healthy() else None
-    result = world.up()
-    say("control plane already running" if result.already_running
-        else f"control plane up in {result.seconds:.1f} s")
-    if not result.already_running:
+    result = world.up(reset=reset)
+    if result.already_running:
+        say("control plane already running")
+    elif result.fresh:
+        say(f"control plane up in {result.seconds:.1f} s")
         # A fresh control plane has an empty etcd: stack state from an earlier world describes
         # objects that no longer exist, so it goes (otherwise `up` would report them unchanged).
+        # The state folder itself (and its lock, which this run holds) stays.
         import shutil
 
-        shutil.rmtree(world.dir / "pulumi", ignore_errors=True)
+        for part in STACK_STATE_PARTS:
+            shutil.rmtree(world.dir / "pulumi" / part, ignore_errors=True)
+    else:
+        say(f"control plane recovered in {result.seconds:.1f} s (restarted {', '.join(result.restarted) or 'nothing'}; "
+            "its data is kept)")
     from gpucluster.toolchain import locate
 
-    if result.already_running:
+    if not result.fresh:
         # A running world got its CRDs when it started; the plan phase lists any kind still missing.
         say("operator CRDs left as they are")
     elif locate("crds") is not None:
@@ -121,28 +132,49 @@ def _programs(plans: dict, kubeconfig: Path | None) -> dict[str, Callable[[], An
     return {name: program(name) for name in PROGRAMS}
 
 
+def _state_of(spec: Any, state_dir: Path | None, world_dir: Path | None, kubeconfig: Path | None) -> Path:
+    """Where the stacks of ``spec`` keep their state: the local world's folder, or one per environment."""
+    if state_dir is not None:
+        return state_dir
+    if inventories.is_local(spec) and kubeconfig is None:
+        from gpucluster.local.world import World
+
+        return World(world_dir).dir / "pulumi"
+    return _stack_state(None, spec.metadata.name)
+
+
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
-           verify: bool = True) -> Report:
-    """The body of ``gpucluster up`` (callable from tests and benchmarks)."""
+           verify: bool = True, reset: bool = False) -> Report:
+    """The body of ``gpucluster up`` (callable from tests and benchmarks).
+
+    The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
+    stops at once naming the first instead of racing it.
+    """
     report = Report("?", "preview" if dry_run else "up")
     run = Runner(report, quiet)
     with run.phase("validate"):
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
+    state = _state_of(spec, state_dir, world_dir, kubeconfig)
+    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
+        return _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
+                   kubeconfig=kubeconfig, verify=verify, reset=reset)
+
+
+def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *, dry_run: bool,
+        world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool) -> Report:
     world = None
     if inventories.is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
             world = local_world_phase(world_dir, spec, inventories.resolve(inventory), start=not dry_run,
-                                      say=run.console.print)
+                                      say=run.console.print, reset=reset)
             if world is None:
                 raise InputError("the local world is not running; a dry run does not start it: run "
                                  "`gpucluster local up` (or `gpucluster up`) first")
             kubeconfig = world.kubeconfig
             report.notes.append("local world: GPUs and kubelets are SIMULATED (kwok nodes); the control "
                                 "plane, the Pulumi engine and the provider are real")
-    state = state_dir or (world.dir / "pulumi" if world is not None
-                          else _stack_state(None, spec.metadata.name))
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run)
     if verify and not dry_run:
         with run.phase("verify") as say:
@@ -213,31 +245,45 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
 
 def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,
              kubeconfig: Path | None = None, keep_world: bool = False, quiet: bool = False) -> Report:
-    """The body of ``gpucluster down``: tenants, then platform, then (local) the world."""
-    from gpucluster.pulumi.engine import Engine
-    from gpucluster.pulumi.plan import StackPlan
+    """The body of ``gpucluster down``: tenants, then platform, then (local) the world.
 
+    On the local world (without ``keep_world``) the stacks are not destroyed object by object: the
+    world is stopped and its etcd data deleted, which takes every object with it in a second instead
+    of waiting for each deletion; the stack state goes too, as it describes nothing any more.
+    """
     report = Report("?", "destroy")
     run = Runner(report, quiet)
     with run.phase("validate"):
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
-    world = None
-    if inventories.is_local(spec) and kubeconfig is None:
-        from gpucluster.local.world import World
+    state = _state_of(spec, state_dir, world_dir, kubeconfig)
+    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
+        return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world)
 
+
+def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Path | None,
+          kubeconfig: Path | None, keep_world: bool) -> Report:
+    import shutil
+
+    from gpucluster.pulumi.engine import Engine
+    from gpucluster.pulumi.plan import StackPlan
+
+    local = inventories.is_local(spec) and kubeconfig is None
+    world = None
+    if local:
         world = local_world_phase(world_dir, spec, Path("."), start=False, say=run.console.print)
         kubeconfig = world.kubeconfig if world else None
-        state = state_dir or World(world_dir).dir / "pulumi"
-    else:
-        state = state_dir or _stack_state(None, spec.metadata.name)
-    if world is None and inventories.is_local(spec) and kubeconfig is None:
-        # The cluster is gone with the world: there is nothing left to destroy, only stale state.
-        import shutil
-
-        shutil.rmtree(state, ignore_errors=True)
-        report.notes.append("local world not running: nothing to destroy; stack state removed")
-        return report
+        if world is None or not keep_world:
+            if world is not None:
+                with run.phase("local world") as say:
+                    stopped = world.down()
+                    say(f"stopped {', '.join(stopped) or 'nothing'}; the cluster's data went with it")
+            for part in STACK_STATE_PARTS:
+                shutil.rmtree(state / part, ignore_errors=True)
+            report.notes.append("local world stopped with its data: every object of both stacks went with it "
+                                "(nothing to destroy one by one); stack state removed" if world is not None else
+                                "local world not running: nothing to destroy; stack state removed")
+            return report
     engine = Engine(state, spec.metadata.name)
     empty = {n: StackPlan(n) for n in ("platform", "tenants")}
     programs = _programs(empty, kubeconfig)
@@ -246,9 +292,6 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
             counts = engine.run(name, "destroy", programs[name])
             report.stacks.append(counts.as_dict())
             say(_counts_line(counts.as_dict()))
-    if world is not None and not keep_world:
-        with run.phase("local world"):
-            world.down()
     return report
 
 

@@ -68,6 +68,9 @@ def free_port() -> int:
 def require_free(port: int, what: str) -> None:
     """Raise a clear error when ``port`` (pinned by the user) is already taken on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the servers themselves bind (Go sets SO_REUSEADDR): connections of a stopped server that
+        # linger in TIME_WAIT do not make its port busy.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError as err:

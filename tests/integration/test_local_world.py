@@ -190,29 +190,68 @@ def test_up_again_changes_nothing_and_status_reports_healthy(lw: Cluster, cli) -
 
 
 @integration
-def test_up_after_apiserver_sigkill_recovers(lw: Cluster) -> None:
+def test_a_slow_health_probe_never_wipes_the_world(lw: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    lw.kubectl("create", "configmap", "survivor", "--from-literal=k=v")
+    pids = {n: c.pid for n, c in lw.world.state().components.items()}  # type: ignore[union-attr]
+    real = world_mod.procs.probe
+    slow = {"left": 3}
+
+    def probe(url, ctx, timeout=2.0):  # the first probes time out, as on a busy machine
+        if slow["left"] > 0:
+            slow["left"] -= 1
+            return False, "timed out"
+        return real(url, ctx, timeout)
+
+    monkeypatch.setattr(world_mod.procs, "probe", probe)
+    result = lw.world.up()
+    assert not result.fresh and result.restarted == []
+    assert {n: c.pid for n, c in lw.world.state().components.items()} == pids  # type: ignore[union-attr]
+    assert lw.get("configmap", "survivor")["data"] == {"k": "v"}
+
+
+@integration
+def test_up_after_apiserver_sigkill_restarts_it_and_keeps_the_data(lw: Cluster) -> None:
     old = lw.world.state()
     assert old is not None
     os.kill(old.components["kube-apiserver"].pid, signal.SIGKILL)
     wait_for("apiserver gone", lambda: not lw.world.healthy(), timeout=15)
     result = lw.world.up()
-    assert not result.already_running
-    assert "kube-apiserver" not in result.recovered  # it was dead: nothing to stop
-    assert "etcd" in result.recovered  # the survivors were stopped, not orphaned
+    assert not result.already_running and not result.fresh
+    assert result.restarted == ["kube-apiserver"]
+    assert result.recovered == []  # nothing was stopped: the survivors keep running
+    for name, comp in old.components.items():
+        if name != "kube-apiserver":
+            assert comp.cmdline_matches(lw.state_dir), f"{name} (pid {comp.pid}) was stopped"
+    assert lw.world.healthy()
+    assert json.loads(lw.kubectl("get", "--raw", "/version"))["gitVersion"] == KUBERNETES
+    assert lw.get("configmap", "survivor")["data"] == {"k": "v"}  # etcd's data survived
+
+
+@integration
+def test_reset_discards_the_world_and_its_data(lw: Cluster) -> None:
+    old = lw.world.state()
+    assert old is not None
+    result = lw.world.up(reset=True)
+    assert result.fresh and "etcd" in result.recovered
     for name, comp in old.components.items():
         assert not comp.cmdline_matches(lw.state_dir), f"old {name} (pid {comp.pid}) still runs"
     assert lw.world.healthy()
-    assert json.loads(lw.kubectl("get", "--raw", "/version"))["gitVersion"] == KUBERNETES
+    assert lw.run("get", "configmap", "survivor").returncode != 0
 
 
 @integration
 def test_down_leaves_no_process_and_no_port(lw: Cluster) -> None:
+    from gpucluster.local import addons
+
     state = lw.world.state()
     assert state is not None
-    pids = {c.pid for c in state.components.values()}
+    extra = [a.component for a in addons.status(lw.state_dir) if a.running]
+    pids = {c.pid for c in state.components.values()} | {c.pid for c in extra}
     stopped = lw.world.down()
-    assert set(stopped) == set(state.components)
+    # every process of the world: the control plane and whatever add-ons it recorded
+    assert sorted(stopped) == sorted([*state.components, *(c.name for c in extra)])
     assert not [p for p in pids if Path(f"/proc/{p}").exists()], "processes left after down"
+    assert not (lw.state_dir / "addons").exists()
     for port in state.ports.values():
         with socket.socket() as sock:
             assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
@@ -318,10 +357,11 @@ def test_pki_chains_to_one_ca_with_loopback_names_and_private_keys(tmp_path: Pat
         assert key.stat().st_mode & 0o077 == 0, key
 
 
-def test_concurrent_up_on_one_state_dir_is_refused(tmp_path: Path) -> None:
-    import fcntl
+def test_concurrent_up_on_one_state_dir_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    from gpucluster import lockfile
+    from gpucluster.errors import StateLocked
 
-    with (tmp_path / ".lock").open("a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(LocalWorldError, match="another `gpucluster local up/down` is working"):
+    with lockfile.hold(tmp_path, "the local world"):
+        with pytest.raises(StateLocked, match=rf"pid {os.getpid()} .* is working on the local world"):
             World(tmp_path).up()
+    World(tmp_path).down()  # released when the holder is done

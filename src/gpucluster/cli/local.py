@@ -37,8 +37,9 @@ def local() -> None:
 @click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds each component may take.")
 @click.option("--no-crds", is_flag=True, help="Skip installing the operators' CRDs.")
 @click.option("--all-crds", is_flag=True, help="Also install prometheus-operator's workload CRDs.")
+@click.option("--reset", is_flag=True, help="Discard an existing world (its etcd data too) and start a fresh one.")
 def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | None, timeout: float,
-       no_crds: bool, all_crds: bool) -> None:
+       no_crds: bool, all_crds: bool, reset: bool) -> None:
     """Start the control plane on 127.0.0.1 (or confirm it already runs), then the simulated GPU nodes and Volcano.
 
     The simulator registers the inventory's hosts as kwok nodes, syncs them once (printing that the
@@ -48,9 +49,11 @@ def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | Non
     ports = {"kube-apiserver": apiserver_port} if apiserver_port else {}
     spec = inventories.load(inventory)
     world = World(state_dir, ports=ports, timeout=timeout, say=_say)
-    result = world.up(extra_tools=() if no_crds else ("kubectl", "crds"))
+    result = world.up(extra_tools=() if no_crds else ("kubectl", "crds"), reset=reset)
     if result.already_running:
         click.echo(f"already running and healthy (state: {world.dir}); nothing changed")
+    elif not result.fresh:
+        click.echo(f"recovered in {result.seconds:.1f} s: restarted {', '.join(result.restarted)}; data kept")
     else:
         if not no_crds:
             from gpucluster.local.crds import install_crds

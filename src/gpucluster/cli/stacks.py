@@ -62,14 +62,15 @@ def print_report(report: Report, output: str) -> None:
 @options.kubeconfig
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
 @click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
+@click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-       kubeconfig: Path | None, dry_run: bool, no_verify: bool) -> None:
+       kubeconfig: Path | None, dry_run: bool, no_verify: bool, reset: bool) -> None:
     """Bring the cluster to the spec: local world (local inventory), platform and tenants stacks, verify.
 
     Exit 1 when an object did not become ready or a cluster check failed.
     """
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
-                         kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify)
+                         kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset)
     print_report(report, output)
     problems = []
     if report.not_ready:

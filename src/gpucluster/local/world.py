@@ -8,7 +8,6 @@ running and healthy is left alone. ``down()`` stops every process it started, by
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpucluster import procs
+from gpucluster import lockfile, procs
 from gpucluster.errors import GpuclusterError, LocalWorldError
 from gpucluster.local import addons, components, pki
 from gpucluster.local.state import State, default_state_dir
@@ -55,12 +54,19 @@ class ComponentStatus:
 
 @dataclass
 class UpResult:
-    """Outcome of ``up``: the state, and whether it was already running (nothing changed)."""
+    """Outcome of ``up``: the state, and what it had to do.
+
+    ``already_running``: nothing changed. ``fresh``: a new world (new certificates, empty etcd) was
+    created. Otherwise ``restarted`` names the components that had died and were started again on the
+    same data; ``recovered`` names processes of a discarded world that were stopped (``reset``).
+    """
 
     state: State
     already_running: bool
     seconds: float = 0.0
     recovered: list[str] = field(default_factory=list)
+    fresh: bool = True
+    restarted: list[str] = field(default_factory=list)
 
 
 class World:
@@ -136,31 +142,33 @@ class World:
         return procs.probe(comp.health_url, ctx)
 
     # -- up -----------------------------------------------------------------------------------
-    def up(self, extra_tools: tuple[str, ...] = ()) -> UpResult:
+    def up(self, extra_tools: tuple[str, ...] = (), *, reset: bool = False) -> UpResult:
         """Start the control plane (or confirm it already runs); see the module docstring.
 
+        A world that exists keeps its data: components that died are started again on the same
+        certificates, ports and etcd data, and one that runs but answers its health probe slowly is
+        waited for. Only ``reset`` discards a world (its etcd data with it) and starts a fresh one.
         ``extra_tools`` are toolchain entries the caller needs next (kubectl, crds): their absence
         is reported together with missing component binaries, before anything starts.
         """
         with self._lock():
-            return self._up(extra_tools)
+            return self._up(extra_tools, reset)
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
         """Hold ``<state>/.lock`` so two `up`/`down` runs never race on one state directory."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with (self.dir / ".lock").open("a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise LocalWorldError(f"another `gpucluster local up/down` is working on {self.dir}") from None
+        with lockfile.hold(self.dir, "the local world"):
             yield
 
-    def _up(self, extra_tools: tuple[str, ...]) -> UpResult:
+    def _up(self, extra_tools: tuple[str, ...], reset: bool) -> UpResult:
         start = time.monotonic()
         state = self.state()
-        if state is not None and self.healthy():
-            return UpResult(state, already_running=True)
+        if state is not None and not reset and self.healthy():
+            return UpResult(state, already_running=True, fresh=False)
+        if state is not None and state.components and not reset:
+            restarted = self._recover(state, self._binaries(extra_tools))
+            return UpResult(state, already_running=False, seconds=time.monotonic() - start, fresh=False,
+                            restarted=restarted)
         recovered = self._clean(state)
         if recovered:
             self.say(f"cleaned up a stale previous run ({', '.join(recovered)})")
@@ -178,6 +186,47 @@ class World:
             (self.dir / "state.json").unlink(missing_ok=True)
             raise
         return UpResult(state, already_running=False, seconds=time.monotonic() - start, recovered=recovered)
+
+    def _recover(self, state: State, binaries: dict[str, Path]) -> list[str]:
+        """Bring an existing world back without losing its data; returns the components restarted.
+
+        Running components get the full start-up timeout to answer their health probe (a busy machine
+        answers slowly; that is no reason to discard anything). Dead ones are started again, in
+        order, with the arguments, ports and files they had.
+        """
+        pk = self.pki
+        alive = state.alive()
+        for name in components.ORDER:
+            comp = state.components.get(name)
+            if comp is not None and alive.get(name):
+                try:
+                    procs.wait_healthy(comp, pk.ca, pk.cert("admin"), pk.key("admin"), self.dir, self.timeout)
+                except LocalWorldError as err:
+                    raise LocalWorldError(
+                        f"the local world at {self.dir} runs but {name} is not healthy: {err}\n"
+                        "Its data is kept. `gpucluster local down` stops it; `gpucluster local up --reset` "
+                        "starts a fresh world (its etcd data is deleted)."
+                    ) from None
+        restarted = []
+        layout = components.Layout(self.dir, pk)
+        for name in components.ORDER:
+            comp = state.components.get(name)
+            if comp is not None and alive.get(name):
+                continue
+            if comp is not None:
+                procs.reap(comp.pid)
+            port = state.ports[name]
+            procs.require_free(port, name)
+            args = comp.args if comp is not None else components.ARGS[name](layout, state.ports)
+            t0 = time.monotonic()
+            url = components.health_url(name, state.ports)
+            new = procs.spawn(name, binaries[name], args, state.log_of(name), url, port)
+            state.components[name] = new
+            state.save()
+            procs.wait_healthy(new, pk.ca, pk.cert("admin"), pk.key("admin"), self.dir, self.timeout)
+            self.say(f"✓ {name} restarted on 127.0.0.1:{port} ({time.monotonic() - t0:.1f} s); data kept")
+            restarted.append(name)
+        return restarted
 
     def _binaries(self, extra_tools: tuple[str, ...] = ()) -> dict[str, Path]:
         found: dict[str, Path] = {}

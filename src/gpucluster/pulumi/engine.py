@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucluster.errors import StackFailed
+from gpucluster.errors import Interrupted, StackFailed
 from gpucluster.pulumi.objects import PROVIDER_VERSION
 
 #: Oldest CLI whose Automation API runs inline programs without a language host (``--client``).
@@ -183,21 +183,121 @@ class Engine:
         # engine's own summary event above. So those read-backs are answered locally.
         stack.outputs = lambda: {}
         stack.info = lambda *args, **kwargs: _NO_HISTORY
+        if operation != "preview":
+            self._clear_pending(name, stack, on_output)
+        ops = {"up": stack.up, "preview": stack.preview, "destroy": stack.destroy}
+        if operation not in ops:
+            raise ValueError(f"unknown operation {operation!r}")
         try:
-            if operation == "up":
-                stack.up(on_output=on_output, on_event=on_event, color="never")
-            elif operation == "preview":
-                stack.preview(on_output=on_output, on_event=on_event, color="never")
-            elif operation == "destroy":
-                stack.destroy(on_output=on_output, on_event=on_event, color="never")
-            else:
-                raise ValueError(f"unknown operation {operation!r}")
+            _interruptible(lambda: ops[operation](on_output=on_output, on_event=on_event, color="never"))
             changes = dict(summary)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted during the {operation} of stack {name}: the engine stopped its "
+                              f"operation and saved the state in {self.dir / 'backend'}. Run the same command "
+                              "again to continue from there.") from None
         except auto.errors.CommandError as err:
             where = "; ".join(dict.fromkeys(failed)) or _last_error(str(err))
             raise StackFailed(f"stack {name}: {operation} failed at {where}. The state is kept in "
                               f"{self.dir / 'backend'}; fix the cause and run again to continue.") from None
         return Counts(name, operation, {k: int(v) for k, v in changes.items()}, time.monotonic() - start)
+
+    def _clear_pending(self, name: str, stack: Any, on_output: Callable[[str], None] | None) -> None:
+        """Resume after an interrupted run: drop the creates it left pending (with a refresh).
+
+        An interrupted update leaves "pending operations" in the state, and the engine refuses to run
+        over them. Objects whose create was pending are applied again by this run (server-side apply
+        adopts one that does exist), so clearing them loses nothing.
+        """
+        pending = self._pending_operations(name)
+        if not pending:
+            return
+        if on_output:
+            on_output(f"stack {name}: {len(pending)} operation(s) left pending by an interrupted run; clearing them")
+        stack.refresh(clear_pending_creates=True, color="never", on_output=on_output)
+
+
+    def _pending_operations(self, name: str) -> list[Any]:
+        """Pending operations in the stack's checkpoint, read from the file backend (no CLI start)."""
+        import gzip
+        import json
+
+        base = self.dir / "backend" / ".pulumi" / "stacks" / f"gpucluster-{name}"
+        for path, opener in ((base / f"{self.environment}.json", open), (base / f"{self.environment}.json.gz",
+                                                                          gzip.open)):
+            if path.is_file():
+                with opener(path, "rt") as fh:
+                    doc = json.load(fh)
+                return list(((doc.get("checkpoint") or {}).get("latest") or {}).get("pending_operations") or [])
+        return []
+
+
+def _interruptible(operation: Callable[[], Any]) -> Any:
+    """Run ``operation`` (which drives a ``pulumi`` subprocess) so that Ctrl-C stops it cleanly.
+
+    The operation runs in a worker thread; on Ctrl-C the engine subprocesses get SIGINT (a terminal
+    sends it to them already, a signal to this process alone does not) and the engine is given time
+    to cancel and save its state before KeyboardInterrupt propagates.
+    """
+    import signal
+    import threading
+
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["value"] = operation()
+        except BaseException as err:  # re-raised in the calling thread
+            result["error"] = err
+
+    thread = threading.Thread(target=work, name="pulumi-operation", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        import time
+
+        engines = _engine_children()
+        for pid in engines:
+            try:
+                os.kill(pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        # The engine cancels in-flight steps and writes its checkpoint; wait for it to be done with
+        # the state before this process goes (a second Ctrl-C ends the wait).
+        deadline = time.monotonic() + 120
+        thread.join(120)
+        while any(Path(f"/proc/{pid}").exists() and _state_of(pid) != "Z" for pid in engines):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        raise
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+def _state_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _engine_children() -> list[int]:
+    """Pids of ``pulumi`` processes started by this process."""
+    me = str(os.getpid())
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)
+            comm = fields[0].split("(", 1)[1]
+            ppid = fields[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        if ppid == me and comm.startswith("pulumi"):
+            found.append(int(stat.parent.name))
+    return found
 
 
 #: Stands in for the history entry ``Stack.up``/``destroy`` insist on reading back (see ``run``).
