@@ -102,6 +102,6 @@ def test_force_writes_alongside_and_never_deletes_a_users_file(tmp_path, local_i
 
 def test_a_users_file_where_the_bundle_writes_refuses_before_writing(tmp_path, local_inventory):
     (tmp_path / "kustomization.yaml").write_text("resources: [mine.yaml]")
-    with pytest.raises(InputError, match="kustomization.yaml would be overwritten but the bundle did not write"):
+    with pytest.raises(InputError, match=r"kustomization\.yaml would be overwritten but the bundle did not write"):
         bundle.write(render(load_spec(local_inventory)), tmp_path, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kustomization.yaml"]  # nothing half-written
