@@ -50,7 +50,8 @@ def test_balanced_layouts_are_the_operators(monkeypatch) -> None:
             "H200-141GB": fact("gpu-operator", "all-balanced-h200")}
     for key, layout in want.items():
         model = catalog.get(key)
-        assert model.mig is not None and model.mig.balanced == layout, (key, source("gpu-operator", "all-balanced-line"))
+        where = source("gpu-operator", "all-balanced-line")
+        assert model.mig is not None and model.mig.balanced == layout, (key, where)
 
 
 def test_node_labels_we_set_are_the_keys_the_operands_read() -> None:
