@@ -121,13 +121,13 @@ def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, sta
     return world
 
 
-def _programs(plans: dict, kubeconfig: Path | None) -> dict[str, Callable[[], Any]]:
+def _programs(plans: dict, kubeconfig: Path | None, context: str | None = None) -> dict[str, Callable[[], Any]]:
     from gpucluster.pulumi.programs import PROGRAMS
 
     kc = str(kubeconfig) if kubeconfig else None
 
     def program(name: str) -> Callable[[], Any]:
-        return lambda: PROGRAMS[name](plans[name], kc)
+        return lambda: PROGRAMS[name](plans[name], kc, context)
 
     return {name: program(name) for name in PROGRAMS}
 
@@ -145,7 +145,7 @@ def _state_of(spec: Any, state_dir: Path | None, world_dir: Path | None, kubecon
 
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
-           verify: bool = True, reset: bool = False) -> Report:
+           verify: bool = True, reset: bool = False, context: str | None = None) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
     The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
@@ -159,11 +159,12 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
         return _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
-                   kubeconfig=kubeconfig, verify=verify, reset=reset)
+                   kubeconfig=kubeconfig, verify=verify, reset=reset, context=context)
 
 
 def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *, dry_run: bool,
-        world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool) -> Report:
+        world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
+        context: str | None = None) -> Report:
     world = None
     if inventories.is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
@@ -175,10 +176,10 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
             kubeconfig = world.kubeconfig
             report.notes.append("local world: GPUs and kubelets are SIMULATED (kwok nodes); the control "
                                 "plane, the Pulumi engine and the provider are real")
-    _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run)
+    _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context)
     if verify and not dry_run:
         with run.phase("verify") as say:
-            report.verify = verify_cluster(spec, kubeconfig)
+            report.verify = verify_cluster(spec, kubeconfig, context=context)
             c = report.verify["summary"]
             say(f"{c['pass']} checks passed, {c['fail']} failed, {c['skip']} skipped")
             if c["fail"]:
@@ -186,7 +187,8 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
     return report
 
 
-def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0) -> dict[str, Any]:
+def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0,
+                   context: str | None = None) -> dict[str, Any]:
     """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
 
     Simulated or real node agents act on what the stacks just applied a little later, so a failing
@@ -200,7 +202,7 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
     states = expected.host_states(spec)
     deadline = time.monotonic() + settle_s
     while True:
-        results = cluster.run(spec, snapshot.fetch(str(kubeconfig) if kubeconfig else None), states)
+        results = cluster.run(spec, snapshot.fetch(str(kubeconfig) if kubeconfig else None, context), states)
         failed = any(r.verdict is Verdict.failed for r in results)
         if not failed or time.monotonic() >= deadline:
             break
@@ -210,19 +212,19 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
 
 
 def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, state: Path, *,
-            local: bool, dry_run: bool) -> Report:
+            local: bool, dry_run: bool, context: str | None = None) -> Report:
     from gpucluster.pulumi.cluster import discover, wait_ready
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import plan
     from gpucluster.render import render
 
     with run.phase("plan"):
-        facts = discover(kubeconfig, remote_charts=not local)
+        facts = discover(kubeconfig, remote_charts=not local, context=context)
         plans = plan(render(spec), facts)
         report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
         engine = Engine(state, spec.metadata.name)
         engine.setup()
-    programs = _programs(plans, kubeconfig)
+    programs = _programs(plans, kubeconfig, context)
     for name in ("platform", "tenants"):
         with run.phase(f"{name} stack") as say:
             counts = engine.run(name, "preview" if dry_run else "up", programs[name], on_output=None)
@@ -230,7 +232,8 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
             say(_counts_line(counts.as_dict()))
     if not dry_run:
         with run.phase("readiness"):
-            report.not_ready = wait_ready(kubeconfig, [o for p in plans.values() for o in p.objects()])
+            report.not_ready = wait_ready(kubeconfig, [o for p in plans.values() for o in p.objects()],
+                                          context=context)
             if local:
                 from gpucluster.simulator import Simulator
                 from gpucluster.simulator.reconcile import summarize_notes
@@ -244,7 +247,8 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
 
 
 def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,
-             kubeconfig: Path | None = None, keep_world: bool = False, quiet: bool = False) -> Report:
+             kubeconfig: Path | None = None, keep_world: bool = False, quiet: bool = False,
+             context: str | None = None) -> Report:
     """The body of ``gpucluster down``: tenants, then platform, then (local) the world.
 
     On the local world (without ``keep_world``) the stacks are not destroyed object by object: the
@@ -258,11 +262,12 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
-        return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world)
+        return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world,
+                     context=context)
 
 
 def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Path | None,
-          kubeconfig: Path | None, keep_world: bool) -> Report:
+          kubeconfig: Path | None, keep_world: bool, context: str | None = None) -> Report:
     import shutil
 
     from gpucluster.pulumi.engine import Engine
@@ -286,7 +291,7 @@ def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Pat
             return report
     engine = Engine(state, spec.metadata.name)
     empty = {n: StackPlan(n) for n in ("platform", "tenants")}
-    programs = _programs(empty, kubeconfig)
+    programs = _programs(empty, kubeconfig, context)
     for name in ("tenants", "platform"):
         with run.phase(f"{name} stack") as say:
             counts = engine.run(name, "destroy", programs[name])

@@ -216,3 +216,18 @@ def test_down_with_no_local_world_running_only_drops_stale_state(tmp_path):
     report = run_down(REPO / "inventories" / "local", state_dir=state, world_dir=tmp_path / "world", quiet=True)
     assert not (state / "backend").exists() and not report.stacks  # the folder stays: it holds the lock
     assert "nothing to destroy" in report.notes[0]
+
+
+def test_the_kubeconfig_context_reaches_the_one_provider():
+    rec = Recorder()
+    pulumi.runtime.set_mocks(rec, project="gpucluster-platform", stack="test", preview=False)
+    p = plan(render(load_spec(REPO / "inventories" / "lab")))["platform"]
+
+    @pulumi.runtime.test
+    def program():
+        comps = programs.platform(p, "/path/to/kubeconfig", "lab-admin@lab")
+        return pulumi.Output.all(*[c.urn for c in comps.values()])
+
+    program()
+    (prov,) = [r for r in rec.resources if r.typ == "pulumi:providers:kubernetes"]
+    assert prov.inputs["kubeconfig"] == "/path/to/kubeconfig" and prov.inputs["context"] == "lab-admin@lab"

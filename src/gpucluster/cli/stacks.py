@@ -59,18 +59,19 @@ def print_report(report: Report, output: str) -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where stack state lives (file backend) [default: ~/.local/state/gpucluster].")
 @options.world_dir
-@options.kubeconfig
+@options.cluster
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
 @click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
 @click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-       kubeconfig: Path | None, dry_run: bool, no_verify: bool, reset: bool) -> None:
+       kubeconfig: Path | None, context: str | None, dry_run: bool, no_verify: bool, reset: bool) -> None:
     """Bring the cluster to the spec: local world (local inventory), platform and tenants stacks, verify.
 
     Exit 1 when an object did not become ready or a cluster check failed.
     """
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
-                         kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset)
+                         kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset,
+                         context=context)
     print_report(report, output)
     problems = []
     if report.not_ready:
@@ -87,13 +88,13 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where stack state lives (file backend) [default: ~/.local/state/gpucluster].")
 @options.world_dir
-@options.kubeconfig
+@options.cluster
 @click.option("--keep-world", is_flag=True, help="Leave the local world running (local inventory).")
 def down(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-         kubeconfig: Path | None, keep_world: bool) -> None:
+         kubeconfig: Path | None, context: str | None, keep_world: bool) -> None:
     """Destroy the tenants stack, then the platform stack, then (local inventory) the local world."""
     report = flow.run_down(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
-                           keep_world=keep_world, quiet=output == "json")
+                           keep_world=keep_world, quiet=output == "json", context=context)
     print_report(report, output)
 
 

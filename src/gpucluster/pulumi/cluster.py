@@ -18,8 +18,8 @@ from gpucluster.pulumi.plan import ClusterFacts
 _TIMEOUT = 10  # seconds per request
 
 
-def _client(kubeconfig: str | Path | None) -> kube.Kube:
-    return kube.Kube(kubeconfig, timeout=_TIMEOUT)
+def _client(kubeconfig: str | Path | None, context: str | None = None) -> kube.Kube:
+    return kube.Kube(kubeconfig, context=context, timeout=_TIMEOUT)
 
 
 def _get(api: kube.Kube, path: str) -> dict:
@@ -44,23 +44,24 @@ def node_names(api: kube.Kube) -> frozenset[str]:
     return frozenset(n["metadata"]["name"] for n in api.items(kube.NODES))
 
 
-def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True) -> ClusterFacts:
+def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True, context: str | None = None) -> ClusterFacts:
     """Ask the cluster what it serves and which nodes it has."""
-    api = _client(kubeconfig)
+    api = _client(kubeconfig, context)
     try:
         return ClusterFacts(served=served_kinds(api), nodes=node_names(api), remote_charts=remote_charts)
     finally:
         api.close()
 
 
-def wait_ready(kubeconfig: str | Path | None, objects: Iterable[Obj], timeout: float = 60.0) -> list[str]:
+def wait_ready(kubeconfig: str | Path | None, objects: Iterable[Obj], timeout: float = 60.0,
+               context: str | None = None) -> list[str]:
     """Wait until the cluster has acted on what the stacks applied; return what is still not ready.
 
     Readiness here is observable controller work, not just the object existing: every Namespace is
     Active and every ResourceQuota's status lists the same hard limits as its spec (written by the
     controller manager's quota controller; until then quota admission cannot count usage).
     """
-    api = _client(kubeconfig)
+    api = _client(kubeconfig, context)
     deadline = time.monotonic() + timeout
     pending = [o for o in objects if o["kind"] in ("Namespace", "ResourceQuota")]
     try:

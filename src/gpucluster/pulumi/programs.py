@@ -22,7 +22,7 @@ from gpucluster.render import render
 from gpucluster.spec import load_spec
 
 
-def provider(kubeconfig: str | None) -> pulumi.ProviderResource:
+def provider(kubeconfig: str | None, context: str | None = None) -> pulumi.ProviderResource:
     """The one explicit Kubernetes provider of a stack.
 
     It gets the kubeconfig *path*, not its contents: the state then holds no client keys, and a
@@ -33,6 +33,7 @@ def provider(kubeconfig: str | None) -> pulumi.ProviderResource:
     return Provider(
         "cluster",
         kubeconfig=kubeconfig,
+        context=context,
         # Objects are applied server-side under one field manager, so a drifted field is taken back.
         enable_server_side_apply=True,
         opts=pulumi.ResourceOptions(version=PROVIDER_VERSION),
@@ -53,10 +54,10 @@ def check_platform(p: StackPlan) -> None:
                          "cluster (set nfd.enabled: false on the network operator)")
 
 
-def platform(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects]:
+def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -> dict[str, c.ClusterObjects]:
     """Program of the platform stack; returns its components by name."""
     check_platform(p)
-    k8s = provider(kubeconfig)
+    k8s = provider(kubeconfig, context)
     base = pulumi.ResourceOptions(providers={"kubernetes": k8s})
     ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", [])}, base)
     out = {"namespaces": ns}
@@ -74,9 +75,9 @@ def platform(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects
     return out
 
 
-def tenants(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects]:
+def tenants(p: StackPlan, kubeconfig: str | None, context: str | None = None) -> dict[str, c.ClusterObjects]:
     """Program of the tenants stack: one Tenant component per tenant namespace; returns them by name."""
-    k8s = provider(kubeconfig)
+    k8s = provider(kubeconfig, context)
     base = pulumi.ResourceOptions(providers={"kubernetes": k8s})
     groups: dict[str, list[Obj]] = defaultdict(list)
     for obj in p.components.get("tenants", []):
@@ -94,7 +95,7 @@ def tenants(p: StackPlan, kubeconfig: str | None) -> dict[str, c.ClusterObjects]
     return out
 
 
-Program = Callable[[StackPlan, str | None], dict[str, c.ClusterObjects]]
+Program = Callable[[StackPlan, str | None, str | None], dict[str, c.ClusterObjects]]
 PROGRAMS: dict[str, Program] = {"platform": platform, "tenants": tenants}
 
 
@@ -110,7 +111,8 @@ def from_config() -> None:
     kubeconfig = str(Path(given).expanduser()) if given else None
     from gpucluster.pulumi.cluster import discover
 
-    facts = discover(kubeconfig, remote_charts=cfg.get_bool("remoteCharts") is not False)
+    context = cfg.get("context")
+    facts = discover(kubeconfig, remote_charts=cfg.get_bool("remoteCharts") is not False, context=context)
     plans = plan(render(load_spec(inventory)), facts)
     name = pulumi.get_project().removeprefix("gpucluster-")
-    PROGRAMS[name](plans[name], kubeconfig)
+    PROGRAMS[name](plans[name], kubeconfig, context)
