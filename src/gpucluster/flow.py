@@ -31,6 +31,8 @@ class Report:
     stacks: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     not_ready: list[str] = field(default_factory=list)
+    #: Objects not applied because the cluster does not serve their kind, even after the releases ran.
+    left_out: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # Cluster checks after `up`: counts plus every failed and skipped row (with its reason).
     verify: dict[str, Any] = field(default_factory=dict)
@@ -218,10 +220,10 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
     from gpucluster.pulumi.plan import plan
     from gpucluster.render import render
 
+    rendered = render(spec)
     with run.phase("plan"):
         facts = discover(kubeconfig, remote_charts=not local, context=context)
-        plans = plan(render(spec), facts)
-        report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
+        plans = plan(rendered, facts)
         engine = Engine(state, spec.metadata.name)
         engine.setup()
     programs = _programs(plans, kubeconfig, context)
@@ -230,7 +232,14 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
             counts = engine.run(name, "preview" if dry_run else "up", programs[name], on_output=None)
             report.stacks.append(counts.as_dict())
             say(_counts_line(counts.as_dict()))
+            if name == "platform" and not dry_run and _unserved(plans):
+                # The releases just installed may have brought the CRDs of objects left out at plan time.
+                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, local)
+                programs = _programs(plans, kubeconfig, context)
+    report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
     if not dry_run:
+        # Objects whose kind is still not served were not applied: the run is not done (exit 1).
+        report.left_out = [f"{s.stack}: {s.what}" for s in _unserved(plans)]
         with run.phase("readiness"):
             report.not_ready = wait_ready(kubeconfig, [o for p in plans.values() for o in p.objects()],
                                           context=context)
@@ -244,6 +253,43 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
                 report.notes += [f"simulated agents: {line}" for line in summarize_notes(sim.sync().notes)]
                 sim.close()
     return report
+
+
+def _unserved(plans: dict[str, Any]) -> list[Any]:
+    return [s for p in plans.values() for s in p.skipped if s.cause == "unserved"]
+
+
+#: How long a release's CRDs may take to be served after the platform stack installed it.
+CRD_WAIT_S = 120.0
+
+
+def _second_pass(report: Report, say: Callable[[str], None], engine: Any, rendered: Any, plans: dict[str, Any],
+                 kubeconfig: Path | None, context: str | None, local: bool) -> dict[str, Any]:
+    """Wait for the kinds left out to be served, plan again and apply the platform stack once more."""
+    from gpucluster.pulumi.cluster import discover, served_kinds_of
+    from gpucluster.pulumi.plan import plan
+
+    wanted = {s.what for s in _unserved(plans)}
+    kinds = {(o["apiVersion"], o["kind"]) for p in plans.values() for o in _left_out_objects(rendered, p)}
+    deadline = time.monotonic() + CRD_WAIT_S
+    while time.monotonic() < deadline:
+        if kinds <= served_kinds_of(kubeconfig, context):
+            break
+        time.sleep(2)
+    facts = discover(kubeconfig, remote_charts=not local, context=context)
+    again = plan(rendered, facts)
+    still = {s.what for s in _unserved(again)}
+    if wanted - still:
+        say(f"{len(wanted - still)} object(s) whose CRDs the releases installed: applying them now")
+        counts = engine.run("platform", "up", _programs(again, kubeconfig, context)["platform"], on_output=None)
+        report.stacks.append({**counts.as_dict(), "stack": "platform (second pass)"})
+        say(_counts_line(counts.as_dict()))
+    return again
+
+
+def _left_out_objects(rendered: Any, stack_plan: Any) -> list[dict[str, Any]]:
+    names = {s.what for s in stack_plan.skipped if s.cause == "unserved"}
+    return [o for o in rendered.objects() if f"{o['kind']} {o['metadata']['name']}" in names]
 
 
 def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,

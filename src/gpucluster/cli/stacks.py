@@ -32,7 +32,8 @@ def print_report(report: Report, output: str) -> None:
     if report.stacks and not changed:
         console.print("no changes: the cluster already matches the spec")
     for s in report.skipped:
-        console.print(f"[yellow]not installed[/yellow] ({s['stack']}) {s['what']}: {s['reason']}")
+        mark = "[red]not applied[/red]" if s.get("cause") == "unserved" else "[yellow]not installed[/yellow]"
+        console.print(f"{mark} ({s['stack']}) {s['what']}: {s['reason']}")
     for item in report.not_ready:
         console.print(f"[yellow]not ready[/yellow] {item}")
     if report.verify:
@@ -74,6 +75,9 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
                          context=context)
     print_report(report, output)
     problems = []
+    if report.left_out:
+        problems.append(f"{len(report.left_out)} object(s) not applied: their kind is not served (install the "
+                        "operators that own those CRDs, or enable them in the spec, and run up again)")
     if report.not_ready:
         problems.append(f"{len(report.not_ready)} object(s) not ready")
     if report.verify and report.verify["summary"]["fail"]:

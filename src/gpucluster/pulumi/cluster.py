@@ -44,6 +44,15 @@ def node_names(api: kube.Kube) -> frozenset[str]:
     return frozenset(n["metadata"]["name"] for n in api.items(kube.NODES))
 
 
+def served_kinds_of(kubeconfig: str | Path | None, context: str | None = None) -> frozenset[tuple[str, str]]:
+    """Every (apiVersion, kind) the cluster of ``kubeconfig`` serves now."""
+    api = _client(kubeconfig, context)
+    try:
+        return served_kinds(api)
+    finally:
+        api.close()
+
+
 def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True, context: str | None = None) -> ClusterFacts:
     """Ask the cluster what it serves and which nodes it has."""
     api = _client(kubeconfig, context)

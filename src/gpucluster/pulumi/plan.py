@@ -21,11 +21,16 @@ from gpucluster.render import Release, Rendered
 
 @dataclass(frozen=True)
 class Skipped:
-    """Something a stack does not register, and why."""
+    """Something a stack does not register, and why.
+
+    ``cause``: ``unserved`` (an object whose kind the cluster does not serve yet), ``chart`` (a release
+    whose chart repository cannot be reached), ``node`` (labels of a node that has not joined).
+    """
 
     stack: str
     what: str
     reason: str
+    cause: str = "unserved"
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,7 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
         if src.local_path is None and not facts.remote_charts:
             platform.skipped.append(Skipped("platform", f"release {rel.name} ({rel.chart} {rel.version})",
                                             "chart repositories are unreachable here; the GPU simulator "
-                                            "stands in for its node agents"))
+                                            "stands in for its node agents", cause="chart"))
             continue
         platform.releases.setdefault(comp, []).append(src)
 
@@ -138,7 +143,7 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
         if facts.nodes is not None and node not in facts.nodes:
             platform.skipped.append(Skipped("platform", f"labels/taints of node {node}",
                                             "the node is not registered in the cluster yet; run up "
-                                            "again once it has joined"))
+                                            "again once it has joined", cause="node"))
             continue
         platform.node_patches.append(node_patch(node, config))
     return {"platform": platform, "tenants": tenants}
