@@ -56,7 +56,8 @@ def regenerate(version: str = KUBERNETES) -> Path:
     go_line = next(line for line in gomod_text.splitlines() if line.startswith("go "))
     target = gobuild.wrappers_root() / "k8s" / "go.mod"
     target.write_text(wrapper_gomod(version, staging_modules(gomod_text), go_line))
-    subprocess.run([str(go), "mod", "tidy"], cwd=target.parent, env=env, check=True)
+    # Regenerating the wrapper is the one step that records new dependencies and sums.
+    subprocess.run([str(go), "mod", "tidy"], cwd=target.parent, env={**env, "GOFLAGS": "-mod=mod"}, check=True)
     return target
 
 
