@@ -54,7 +54,7 @@ def generated_spec(n: int, folder: Path):  # type: ignore[no-untyped-def]
         "metadata": {"name": "bench"},
         "hosts": hosts,
         "nodePools": [p for p in pools if p["hosts"]],
-        "kubernetes": {"version": "1.36.3"},
+        "kubernetes": {"version": "1.37.2"},
     }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cluster.yaml").write_text(yaml.safe_dump(data, sort_keys=False))

@@ -189,7 +189,9 @@ def wait_healthy(comp: Component, ca: Path, cert: Path, key: Path, state_dir: Pa
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
-        if not comp.cmdline_matches(state_dir) or comp.is_zombie():
+        # Not cmdline_matches: right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec), which
+        # would read as "exited" on a busy machine.
+        if gone(comp.pid):
             raise LocalWorldError(f"{comp.name} exited during start-up; see its log: {comp.log}\n{tail(comp.log)}")
         ok, last = probe(comp.health_url, ctx)
         if ok:

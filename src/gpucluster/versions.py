@@ -10,7 +10,7 @@ from __future__ import annotations
 from gpucluster.components import Chart, with_charts
 
 #: Kubernetes release of the spec's default, kubeadm's configuration and the local world.
-KUBERNETES = "1.36.3"
+KUBERNETES = "1.37.2"
 # The driver the GPU Operator installs by default (and that simulated devices report). Hosts that
 # manage their own driver on Debian 12 get the 535 series from non-free (see roles/nvidia_driver).
 NVIDIA_DRIVER = "580.95.05"

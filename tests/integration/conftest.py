@@ -1,97 +1,19 @@
-"""The one local-world fixture of the integration tier, and the helpers every live test uses.
+"""The one local-world fixture of the integration tier (helpers: cluster_helpers.py).
 
-``lw`` (module scope) starts a fresh local world in a temporary folder — a developer's own
-``gpucluster local up`` is never touched — installs the operators' CRDs, and stops everything it
-started when the module is done. A module tunes it with a ``LOCAL_WORLD`` dict:
-
-- ``crds`` (default True): install the operators' CRDs;
-- ``tools``: toolchain entries the module needs beyond the control plane (checked before starting).
-
-The yielded :class:`Cluster` carries the helpers: ``kubectl`` (stdout; a failing call fails the test
-with kubectl's stderr), ``run`` (the completed process, for calls expected to fail), ``get``
-(JSON), ``apply`` (server-side) and ``wait_for`` (polls a probe until it is truthy or a deadline).
-
-Without the toolchain the tests are skipped with the reason, or fail under ``GPUCLUSTER_REQUIRE_TOOLS=1``
-(CI), where a skipped integration tier must not pass silently.
+``lw`` (module scope) starts a fresh local world in a temporary folder and stops it when the module is
+done; a module tunes it with a ``LOCAL_WORLD`` dict (see :mod:`cluster_helpers`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+from cluster_helpers import KEEP_ENV, Cluster, skip_or_fail_without
 
-from gpucluster.local.world import World, missing_tools
-from gpucluster.toolchain import path_of
-
-#: Set GPUCLUSTER_LOCAL_KEEP=1 to leave the worlds running after the tests (for debugging).
-KEEP_ENV = "GPUCLUSTER_LOCAL_KEEP"
-FIELD_MANAGER = "gpucluster-test"
-
-
-def skip_or_fail_without(tools: tuple[str, ...]) -> None:
-    missing = missing_tools(tools)
-    if missing:
-        reason = f"toolchain not built ({', '.join(missing)}): run `gpucluster tools install {' '.join(missing)}`"
-        if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60.0, every: float = 0.5) -> Any:
-    """Poll ``probe`` until it returns something truthy (returned); fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
-
-
-class Cluster:
-    """A running local world and the helpers bound to its admin kubeconfig."""
-
-    wait_for = staticmethod(wait_for)
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.kubeconfig = world.kubeconfig
-
-    @property
-    def state_dir(self) -> Path:
-        return self.world.dir
-
-    def run(self, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """kubectl ``args``; the completed process whatever its exit code."""
-        return subprocess.run([str(path_of("kubectl")), f"--kubeconfig={self.kubeconfig}", *args], input=stdin,
-                              capture_output=True, text=True, timeout=timeout, check=False)
-
-    def kubectl(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
-        """kubectl ``args``; its stdout. A failing call fails the test with kubectl's stderr."""
-        proc = self.run(*args, stdin=stdin, timeout=timeout)
-        if proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
-        return proc.stdout
-
-    def get(self, *args: str) -> dict[str, Any]:
-        """``kubectl get ARGS -o json``, decoded."""
-        return json.loads(self.kubectl("get", *args, "-o", "json"))
-
-    def apply(self, *objs: dict[str, Any], dry_run: bool = False) -> str:
-        """Server-side apply ``objs`` (Namespaces first); kubectl's output."""
-        ordered = sorted(objs, key=lambda o: o["kind"] != "Namespace")
-        extra = ["--dry-run=server"] if dry_run else []
-        return self.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", *extra, "-f", "-",
-                            stdin=yaml.safe_dump_all(ordered))
+from gpucluster.local.world import World
 
 
 @pytest.fixture(scope="module")

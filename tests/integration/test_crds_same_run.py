@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster
+from cluster_helpers import Cluster
 
 from gpucluster.flow import run_up
 from gpucluster.local.crds import stand_ins

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import skip_or_fail_without, wait_for
+from cluster_helpers import skip_or_fail_without, wait_for
 
 from gpucluster.kube import Kube
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster, wait_for
+from cluster_helpers import Cluster, wait_for
 
 from gpucluster.errors import LocalWorldError
 from gpucluster.local import world as world_mod

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster, wait_for
+from cluster_helpers import Cluster, wait_for
 
 from gpucluster.render import render
 from gpucluster.simulator import attach

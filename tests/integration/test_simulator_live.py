@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster, wait_for
+from cluster_helpers import Cluster, wait_for
 from kubernetes.utils import parse_quantity
 
 from gpucluster import catalog, expected

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster
+from cluster_helpers import Cluster
 
 from gpucluster.flow import run_down, run_up
 from gpucluster.kube import Kube

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster
+from cluster_helpers import Cluster
 
 from gpucluster.cli import entrypoint
 from gpucluster.render import render

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cluster, wait_for
+from cluster_helpers import Cluster, wait_for
 
 from gpucluster.addons import volcano as local_volcano
 from gpucluster.kube import Kube

@@ -76,7 +76,7 @@ def test_host_vars_come_from_the_render_core(local_inv):
 def test_mig_managed_by_host_and_feature_gates(tmp_path):
     text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
     text = text.replace("mig: {layout: all-1g.10gb}", "mig: {layout: all-1g.10gb, managedBy: host}")
-    text = text.replace('version: "1.36.3"', 'version: "1.36.3"\n  featureGates: {DRAAdminAccess: true}')
+    text = text.replace('version: "1.37.2"', 'version: "1.37.2"\n  featureGates: {DRAAdminAccess: true}')
     (tmp_path / "cluster.yaml").write_text(text)
     shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
     proc = inventory(tmp_path)

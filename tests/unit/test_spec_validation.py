@@ -129,16 +129,32 @@ def test_duplicate_names(write_spec, base, section, item, path):
     assert "duplicate name" in p.message
 
 
-def test_old_kubernetes_with_dra(write_spec, base):
-    base["kubernetes"] = {"version": "1.33.4"}
-    base["nodePools"][0]["dra"] = True
+@pytest.mark.parametrize("version", ["1.33.4", "1.35.4", "1.38.0", "2.0.0"])
+def test_unsupported_kubernetes_versions_name_the_supported_ones(write_spec, base, version):
+    base["kubernetes"] = {"version": version}
     p = find(problems(write_spec, base), "kubernetes.version")
-    assert "DRA needs Kubernetes >= 1.34" in p.message and "1.33.4" in p.message
+    assert f"Kubernetes {version} is not supported (supported: 1.36, 1.37)" in p.message
 
 
-def test_old_kubernetes_without_dra_is_fine(write_spec, base):
-    base["kubernetes"] = {"version": "1.33.4"}
-    load_spec(write_spec(base))
+@pytest.mark.parametrize("version", ["1.36.3", "1.37.2"])
+def test_both_supported_versions_validate(write_spec, base, version):
+    base["kubernetes"] = {"version": version}
+    base["nodePools"][0]["dra"] = True
+    assert load_spec(write_spec(base)).kubernetes.version == version
+
+
+@pytest.mark.parametrize(("version", "gate", "locked"), [
+    ("1.36.3", "DRAAdminAccess", True), ("1.37.2", "DRAExtendedResource", True),
+    ("1.36.3", "DRAExtendedResource", False),  # beta in 1.36: may be turned off there
+])
+def test_a_locked_gate_set_to_false_is_refused(write_spec, base, version, gate, locked):
+    # host-config facts fg-locked-true-*: components refuse to start with a locked gate set to false
+    base["kubernetes"] = {"version": version, "featureGates": {gate: False}}
+    if locked:
+        p = find(problems(write_spec, base), f"kubernetes.featureGates.{gate}")
+        assert "locked on" in p.message and "remove the override" in p.hint
+    else:
+        load_spec(write_spec(base))
 
 
 def test_pool_served_by_dra_and_device_plugin(write_spec, base):

@@ -4,7 +4,7 @@ version gpucluster pins today (a bump must re-read upstream)."""
 from __future__ import annotations
 
 import pytest
-from conftest import FACTS, facts
+from upstream_facts import FACTS, facts
 
 from gpucluster import components, versions
 

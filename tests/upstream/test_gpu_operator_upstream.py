@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import yaml
-from conftest import fact, source
+from upstream_facts import fact, source
 
 from gpucluster import catalog, components, inventory
 from gpucluster import labels as L

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import fact, facts
+from upstream_facts import fact, facts
 
 from gpucluster import inventory
 from gpucluster.render import releases

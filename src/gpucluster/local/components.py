@@ -136,7 +136,7 @@ def _apiserver(layout: Layout, ports: dict[str, int]) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=Node,RBAC",
         f"--enable-admission-plugins={ADMISSION}",
-        # GA (and on by default) in 1.36; stated so a version bump that changes it fails loudly.
+        # GA (and on by default) since 1.34; stated so a version bump that changes it fails loudly.
         "--runtime-config=resource.k8s.io/v1=true",
         "--allow-privileged=true",
         # 127.0.0.1 is not a valid Endpoints address, so don't publish the apiserver as one.

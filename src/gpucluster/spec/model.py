@@ -222,7 +222,8 @@ class NodePool(Model):
 
 
 class Kubernetes(Model):
-    version: str = Field(default=versions.KUBERNETES, description="Kubernetes version, e.g. 1.36.3.")
+    version: str = Field(default=versions.KUBERNETES,
+                         description="Kubernetes version, e.g. 1.37.2 (1.36 and 1.37 are supported).")
     pod_subnet: str = "10.244.0.0/16"
     service_subnet: str = "10.96.0.0/12"
     control_plane_endpoint: str | None = Field(default=None, description="host:port of the API (VIP/LB).")
@@ -232,7 +233,7 @@ class Kubernetes(Model):
     @classmethod
     def _version(cls, v: str) -> str:
         if not re.fullmatch(r"v?\d+\.\d+\.\d+", v):
-            raise ValueError(f"{v!r} is not a Kubernetes version like 1.36.3")
+            raise ValueError(f"{v!r} is not a Kubernetes version like 1.37.2")
         return v.lstrip("v")
 
     @property

@@ -11,14 +11,13 @@ import ipaddress
 from collections import Counter
 from collections.abc import Iterable
 
-from gpucluster import catalog
+from gpucluster import catalog, versions
 from gpucluster.catalog import GpuModel
 from gpucluster.errors import Problem
-from gpucluster.spec import capacity
+from gpucluster.spec import capacity, features
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
 
-MIN_DRA_MINOR = 34  # resource.k8s.io/v1 is GA (and DRA on by default) from Kubernetes 1.34
 #: Host OSes NVIDIA builds driver container images for, among those the spec accepts
 #: (NVIDIA/gpu-driver-container at the v26.3.0 release: ubuntu22.04, ubuntu24.04, rhel8/9/10, rocky9, ...;
 #: no Debian). Upstream fact: tests/upstream/facts/gpu-operator.yaml driver-container-ci-dists.
@@ -153,13 +152,18 @@ def _mig_pool(spec: ClusterSpec, c: _Collector, base: str, pool: NodePool, model
 
 def _kubernetes(spec: ClusterSpec, c: _Collector) -> None:
     k = spec.kubernetes
-    uses_dra = spec.dra.enabled and (any(p.dra for p in spec.node_pools) or spec.dra.device_classes)
-    if uses_dra and k.minor < (1, MIN_DRA_MINOR):
-        c.error("kubernetes.version", f"DRA needs Kubernetes >= 1.{MIN_DRA_MINOR} (resource.k8s.io/v1); "
-                f"got {k.version}", "raise kubernetes.version or set dra.enabled: false")
-    if uses_dra and k.feature_gates.get("DynamicResourceAllocation") is False:
-        c.error("kubernetes.featureGates.DynamicResourceAllocation", "DRA pools need this gate on",
-                "remove the override")
+    major, minor = k.minor
+    supported = ", ".join(f"1.{m}" for m in features.SUPPORTED_MINORS)
+    if major != 1 or minor not in features.SUPPORTED_MINORS:
+        c.error("kubernetes.version", f"Kubernetes {k.version} is not supported (supported: {supported})",
+                f"use {versions.KUBERNETES}")
+        return
+    for gate, value in k.feature_gates.items():
+        if value is False and gate in features.LOCKED_ON.get(minor, ()):
+            c.error(f"kubernetes.featureGates.{gate}", f"{gate} is locked on in Kubernetes 1.{minor}: every "
+                    "component refuses to start with it set to false", "remove the override")
+    for name, why in features.unservable(minor, used_features(spec)).items():
+        c.error("kubernetes.version", f"the spec uses {name}: {why}", f"use Kubernetes {versions.KUBERNETES}")
     nets = {"kubernetes.podSubnet": k.pod_subnet, "kubernetes.serviceSubnet": k.service_subnet}
     for i, n in enumerate(spec.networking.secondary_networks):
         nets[f"networking.secondaryNetworks[{i}].cidr"] = n.cidr
@@ -174,6 +178,14 @@ def _kubernetes(spec: ClusterSpec, c: _Collector) -> None:
         for pb, nb in items[i + 1:]:
             if na.version == nb.version and na.overlaps(nb):
                 c.error(pb, f"{nb} overlaps {pa} ({na})", "give every network its own address range")
+
+
+def used_features(spec: ClusterSpec) -> list[str]:
+    """The DRA features (:data:`gpucluster.spec.features.FEATURES`) the spec's objects rely on."""
+    out: list[str] = []
+    if spec.dra.enabled and any(p.uses_dra for p in spec.node_pools):
+        out.append("claim-device-status")  # verify and cost read which devices a claim holds
+    return out
 
 
 def _operators(spec: ClusterSpec, c: _Collector) -> None:

@@ -6,9 +6,9 @@ testinfra_hosts = ["podman://gpuc-kubernetes-node"]
 
 
 def test_pinned_binaries(host):
-    assert host.check_output("kubeadm version -o short") == "v1.36.3"
-    assert host.check_output("kubelet --version") == "Kubernetes v1.36.3"
-    assert "v1.36.3" in host.check_output("kubectl version --client")
+    assert host.check_output("kubeadm version -o short") == "v1.37.2"
+    assert host.check_output("kubelet --version") == "Kubernetes v1.37.2"
+    assert "v1.37.2" in host.check_output("kubectl version --client")
 
 
 def test_kubelet_unit_wired_for_kubeadm(host):
@@ -25,7 +25,7 @@ def test_kubeadm_config_valid_and_from_vars(host):
     f = host.file("/etc/kubernetes/kubeadm-config.yaml")
     assert f.mode == 0o600
     init, cluster, kubelet = yaml.safe_load_all(f.content_string)
-    assert cluster["kubernetesVersion"] == "v1.36.3"
+    assert cluster["kubernetesVersion"] == "v1.37.2"
     assert cluster["clusterName"] == "molecule"
     assert {"name": "feature-gates", "value": "DRAAdminAccess=true"} in cluster["scheduler"]["extraArgs"]
     assert kubelet["featureGates"] == {"DRAAdminAccess": True}
