@@ -6,7 +6,8 @@ Layout::
     OUT/<component>/kustomization.yaml
     OUT/<component>/<kind>-<namespace>-<name>.yaml
     OUT/helm/<release>.values.yaml    Helm values per pinned release
-    OUT/charts.lock.yaml              release -> chart, repository, version, values digest
+    OUT/charts.lock.yaml              release -> chart, repository, version, values digest, and the
+                                      releases to install first (``after``: Flux dependsOn, Argo waves)
     OUT/nodes/node-config.yaml        labels/taints per host (data for kubelet and the stacks)
 
 Output is byte-identical for the same spec: keys keep a fixed order, files are sorted, and nothing
@@ -78,7 +79,8 @@ def files(rendered: Rendered) -> dict[str, str]:
         lock.append({"name": rel.name, "namespace": rel.namespace, "chart": rel.chart,
                      "repository": rel.repository, "version": rel.version,
                      "values": f"helm/{rel.name}.values.yaml",
-                     "valuesSha256": hashlib.sha256(values.encode()).hexdigest()})
+                     "valuesSha256": hashlib.sha256(values.encode()).hexdigest(),
+                     **({"after": list(rel.after)} if rel.after else {})})
     out["charts.lock.yaml"] = dump({"apiVersion": "gpucluster.dev/v1alpha1", "kind": "ChartLock", "releases": lock})
     out["nodes/node-config.yaml"] = dump(rendered.node_config)
     return dict(sorted(out.items()))

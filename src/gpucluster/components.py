@@ -57,6 +57,9 @@ def type_token(stack: str, kind: str) -> str:
 COMPONENTS: tuple[Component, ...] = (
     # Namespaces of the operator releases and of monitoring; first, as the rest lives in them.
     Component("namespaces", PLATFORM, "Namespaces", "namespaces"),
+    # The primary pod network: every other release's pods need it (see render/pod_network.py).
+    Component("pod-network", PLATFORM, "PodNetwork", "pod_network",
+              Chart("flannel", "v0.28.10", "https://flannel-io.github.io/flannel/")),
     Component("gpu-operator", PLATFORM, "GpuOperator", "gpu_operator",
               Chart("gpu-operator", "v26.3.0", "https://helm.ngc.nvidia.com/nvidia")),
     # The driver moved to kubernetes-sigs in 0.4.0 and its chart was renamed from nvidia-dra-driver-gpu

@@ -15,7 +15,7 @@ from gpucluster import labels as L
 from gpucluster.devices import Device
 from gpucluster.render.nodes import management_labels
 from gpucluster.spec.capacity import sharing_args
-from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.model import ClusterSpec, NodePool
 
 
 @dataclass
@@ -28,6 +28,24 @@ class HostState:
     taints: list[str] = field(default_factory=list)
     resources: dict[str, int] = field(default_factory=dict)  # extended resources: capacity == allocatable
     devices: list[Device] = field(default_factory=list)
+
+
+def rdma_resources(spec: ClusterSpec, pool: NodePool) -> dict[str, int]:
+    """What the RDMA shared device plugin serves on a host of ``pool``: every resource name of the spec,
+    ``rdmaHcaMax`` where one of the host's NICs is among that resource's interfaces and of one of its
+    link types (pools sharing a name share one resource), else 0 (an empty resource still registers)."""
+    assert pool.rdma is not None
+    names: dict[str, tuple[set[str], set[str]]] = {}
+    for p in spec.node_pools:
+        if p.rdma:
+            ifnames, links = names.setdefault(p.rdma.resource_name, (set(), set()))
+            ifnames.update(p.rdma.interfaces)
+            links.add(p.rdma.link_type)
+    out = {}
+    for name, (ifnames, links) in names.items():
+        served = pool.rdma.link_type in links and bool(ifnames & set(pool.rdma.interfaces))
+        out[f"rdma/{name}"] = spec.networking.rdma_hca_max if served else 0
+    return out
 
 
 def host_states(spec: ClusterSpec) -> dict[str, HostState]:
@@ -46,8 +64,12 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
         state.labels[L.POOL] = pool.name
         state.labels.update(pool.labels)
         state.taints = [str(t) for t in pool.effective_taints]
-        if pool.rdma:
-            state.resources[f"rdma/{pool.rdma.resource_name}"] = spec.networking.rdma_hca_max
+        if pool.rdma and spec.networking.network_operator.enabled:
+            # NFD labels NVIDIA NICs; the operator clears the OFED wait (no OFED driver is deployed);
+            # the RDMA shared device plugin's DaemonSet selects on both.
+            state.labels[L.MELLANOX_NIC] = "true"
+            state.labels[L.MOFED_WAIT] = "false"
+            state.resources.update(rdma_resources(spec, pool))
         if not pool.gpu:
             continue
         model = catalog.get(pool.gpu.model)

@@ -90,6 +90,22 @@ def is_gfd_label(key: str) -> bool:
     return key.startswith(("nvidia.com/gpu.", "nvidia.com/mig.", "nvidia.com/mig-", "nvidia.com/cuda."))
 
 
+# -- NVIDIA network operator: node labels its DaemonSets select on -----------------------------------
+#: ``"true"`` on nodes with an NVIDIA/Mellanox NIC (PCI vendor 15b3, class 0200/0207): set by NFD from the
+#: NodeFeatureRule the network-operator chart installs (netop ``pkg/nodeinfo/attributes.go:32``).
+MELLANOX_NIC = "feature.node.kubernetes.io/pci-15b3.present"
+#: ``"false"`` once no OFED driver pod is pending on the node; the operator sets it on Mellanox nodes
+#: while it reconciles a NicClusterPolicy without ``ofedDriver`` (netop ``pkg/nodeinfo/attributes.go:34``).
+MOFED_WAIT = "network.nvidia.com/operator.mofed.wait"
+#: Node labels published by NFD and the network operator (the GPU simulator stands in for both).
+NIC_AGENT_LABELS = (MELLANOX_NIC, MOFED_WAIT)
+
+
+def is_agent_label(key: str) -> bool:
+    """Labels NVIDIA's node agents, NFD's NIC rule or the network operator own (never set by us or users)."""
+    return is_gfd_label(key) or key in NIC_AGENT_LABELS
+
+
 # -- Multus ---------------------------------------------------------------------------------------
 #: NetworkAttachmentDefinition annotation: the device-plugin resource pods of this network request.
 NAD_RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"

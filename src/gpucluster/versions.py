@@ -24,7 +24,6 @@ KWOK = "v0.8.0"
 CONTROLLER_TOOLS = "v0.20.0"
 #: Upstream API modules whose CRDs controller-gen generates for the local world.
 PROMETHEUS_OPERATOR_APIS = "v0.95.2"
-WHEREABOUTS = "v0.9.2"
 #: Prometheus 3.16.0 is Go module version v0.316.0 (promtool comes from it).
 PROMETHEUS = "3.16.0"
 PULUMI = "v3.274.1"

@@ -90,7 +90,7 @@ def test_crds_are_established_and_validate(lw: Cluster) -> None:
     for name in (
         "servicemonitors.monitoring.coreos.com",
         "prometheusrules.monitoring.coreos.com",
-        "ippools.whereabouts.cni.cncf.io",
+        "ippools.nv-ipam.nvidia.com",
         "nicclusterpolicies.mellanox.com",
         "macvlannetworks.mellanox.com",
         "network-attachment-definitions.k8s.cni.cncf.io",
@@ -112,6 +112,37 @@ def test_crds_are_established_and_validate(lw: Cluster) -> None:
         check=False,
     )
     assert proc.returncode != 0 and "endpoints" in proc.stderr
+
+
+@integration
+def test_ip_pool_stand_in_takes_the_rendered_pools_and_refuses_what_nv_ipam_would_ignore(lw: Cluster) -> None:
+    from gpucluster.render import network_operator
+    from gpucluster.spec import load_spec
+
+    # nothing uses whereabouts any more: its CRDs are not generated
+    assert "whereabouts" not in lw.kubectl("get", "crd", "-o", "name")
+    lab = load_spec(Path(__file__).resolve().parents[2] / "inventories" / "lab")
+    lab.networking.secondary_networks[0].gateway = "172.30.0.1"
+    pool = network_operator.ip_pool(lab, lab.networking.secondary_networks[0])
+    pool["metadata"]["namespace"] = "default"
+    pool["spec"]["exclusions"] = [{"startIP": "172.30.15.0", "endIP": "172.30.15.255"}]
+    lw.apply(pool)
+    stored = lw.get("ippools.nv-ipam.nvidia.com", "ib-rail-0", "-n", "default")
+    assert stored["spec"]["perNodeBlockSize"] == 63 and stored["spec"]["nodeSelector"]["nodeSelectorTerms"]
+
+    def refused(change: dict, text: str) -> None:
+        bad = json.loads(json.dumps(pool))
+        bad["metadata"]["name"] = "bad"
+        bad["spec"].update(change)
+        proc = lw.run("apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-", stdin=json.dumps(bad))
+        assert proc.returncode != 0 and text in proc.stderr, (change, proc.stderr)
+
+    refused({"gateway": "10.1.1.1"}, "gateway must be an address inside subnet")
+    refused({"perNodeBlockSize": 0}, "perNodeBlockSize")
+    refused({"subnet": "172.30.0.0/29", "perNodeBlockSize": 7, "gateway": "172.30.0.1",
+             "exclusions": []}, "larger than the addresses subnet holds")
+    refused({"subnet": "not-a-cidr"}, "subnet must be a CIDR")
+    refused({"exclusions": [{"startIP": "10.0.0.1", "endIP": "10.0.0.2"}]}, "exclusions must lie inside subnet")
 
 
 @integration

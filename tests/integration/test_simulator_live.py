@@ -209,6 +209,34 @@ def test_node_not_ready_sticks_until_cleared(lw: Cluster, sim: Simulator) -> Non
     wait_for("h200-1 Ready again", lambda: ready(lw.get("node", "h200-1")) == "True")
 
 
+def test_rdma_plugin_needs_the_policy_to_tolerate_the_nodes_taints(lw: Cluster, spec: ClusterSpec,
+                                                                     sim: Simulator) -> None:
+    # The operator's DaemonSets tolerate only nvidia.com/gpu of their own: a node with another taint
+    # loses its rdma/* resource until the NicClusterPolicy's spec.tolerations covers that taint.
+    rdma = "rdma/rdma_shared_device_a"
+
+    def node() -> dict:
+        return lw.get("node", "h100-2")
+
+    assert node()["status"]["allocatable"][rdma] == str(spec.networking.rdma_hca_max)
+    assert node()["metadata"]["labels"][L.MOFED_WAIT] == "false"
+    lw.kubectl("taint", "node", "h100-2", "dedicated=storage:NoExecute")
+    try:
+        sim.sync()
+        assert rdma not in node()["status"]["allocatable"]
+        tolerations = [*network.tolerations(spec), {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
+        lw.kubectl("patch", "nicclusterpolicy", network.NIC_POLICY_NAME, "--type=merge",
+                   "-p", json.dumps({"spec": {"tolerations": tolerations}}))
+        sim.sync()
+        assert node()["status"]["allocatable"][rdma] == str(spec.networking.rdma_hca_max)
+    finally:
+        lw.kubectl("taint", "node", "h100-2", "dedicated-")
+        lw.kubectl("patch", "nicclusterpolicy", network.NIC_POLICY_NAME, "--type=merge",
+                   "-p", json.dumps({"spec": {"tolerations": network.tolerations(spec)}}))
+        sim.sync()
+    assert node()["status"]["allocatable"][rdma] == str(spec.networking.rdma_hca_max)
+
+
 def test_a_deleted_node_is_registered_again(lw: Cluster, sim: Simulator) -> None:
     lw.kubectl("delete", "node", "h200-1", "--wait=true")
     report = sim.sync()

@@ -67,7 +67,7 @@ def _get(kc: Kube, obj: dict):
     base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
     plural = {"NetworkAttachmentDefinition": "network-attachment-definitions",
               "PriorityClass": "priorityclasses",
-              "NicClusterPolicy": "nicclusterpolicies", "NetworkPolicy": "networkpolicies",
+              "NicClusterPolicy": "nicclusterpolicies", "NetworkPolicy": "networkpolicies", "IPPool": "ippools",
               "ResourceClaimTemplate": "resourceclaimtemplates", "DeviceClass": "deviceclasses",
               "ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules",
               "ResourceQuota": "resourcequotas", "LimitRange": "limitranges", "Queue": "queues",

@@ -47,7 +47,11 @@ def test_lock_file_names_every_release(tmp_path, lab_inventory):
     bundle.write(render(load_spec(lab_inventory)), out)
     lock = yaml.safe_load((out / "charts.lock.yaml").read_text())
     names = {r["name"] for r in lock["releases"]}
-    assert names == {"gpu-operator", "volcano", "network-operator"}  # lab has no DRA pools
+    assert names == {"pod-network", "gpu-operator", "volcano", "network-operator"}  # lab has no DRA pools
+    # The install order travels with the bundle (Flux dependsOn / Argo CD sync waves).
+    after = {r["name"]: r.get("after", []) for r in lock["releases"]}
+    assert after == {"pod-network": [], "gpu-operator": ["pod-network"], "volcano": ["pod-network"],
+                     "network-operator": ["pod-network", "gpu-operator"]}
     for r in lock["releases"]:
         assert r["repository"] and r["version"] and r["chart"]
         values = (out / r["values"]).read_bytes()

@@ -62,3 +62,25 @@ def test_dra_devices_for_mig_pool(local):
     assert len(devs) == 14 and {d.type for d in devs} == {"mig"}
     assert devs[0].profile == "1g.10gb" and devs[0].parent_uuid.startswith("GPU-")
     assert len({d.uuid for d in devs}) == 14 and len({d.name for d in devs}) == 14
+
+
+def test_rdma_hosts_expect_the_nic_labels_and_every_resource_name(lab):
+    from gpucluster import labels as L
+    from gpucluster.spec.model import Rdma
+
+    pool(lab, "l40s-infer").rdma = Rdma(interfaces=["ens1f0np0"], link_type="ether", resource_name="roce")
+    s = expected.host_states(lab)
+    # the RDMA plugin's DaemonSet only lands where NFD and the operator put these labels
+    assert s["gpu-h100-01"].labels[L.MELLANOX_NIC] == "true"
+    assert s["gpu-h100-01"].labels[L.MOFED_WAIT] == "false"
+    assert L.MELLANOX_NIC not in s["cpu-01"].labels
+    # every resource of the plugin's config registers on every node it runs on, empty where no NIC matches
+    assert s["gpu-h100-01"].resources["rdma/rdma_shared_device_a"] == 63
+    assert s["gpu-h100-01"].resources["rdma/roce"] == 0
+    assert s["gpu-l40s-01"].resources["rdma/roce"] == 63
+    assert s["gpu-l40s-01"].resources["rdma/rdma_shared_device_a"] == 0
+    # no network operator, no plugin: nothing expected
+    lab.networking.network_operator.enabled = False
+    s = expected.host_states(lab)
+    assert not [k for k in s["gpu-h100-01"].resources if k.startswith("rdma/")]
+    assert L.MOFED_WAIT not in s["gpu-h100-01"].labels

@@ -120,3 +120,39 @@ def test_broken_spec_fails_with_the_spec_message(tmp_path):
 def test_cluster_yaml_is_not_parsed_as_inventory(local_inv):
     # cluster.yaml's top-level keys (hosts, nodePools, ...) must not turn into groups.
     assert "nodePools" not in local_inv and "kubernetes" not in local_inv
+
+
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+
+def test_kubeadm_pod_subnet_is_the_pod_network_cidr(tmp_path):
+    """Spec → inventory plugin → the kubernetes_node role's ClusterConfiguration: its podSubnet (from which
+    kube-controller-manager gives every Node its podCIDR) must equal the flannel release's podCidr, or
+    flannel refuses every node ("subnet ... doesn't contain PodCIDR of the node")."""
+    from gpucluster.render import render
+
+    text = (REPO / "inventories" / "lab" / "cluster.yaml").read_text()
+    assert "podSubnet: 10.244.0.0/16" in text
+    (tmp_path / "cluster.yaml").write_text(text.replace("podSubnet: 10.244.0.0/16", "podSubnet: 10.128.0.0/14"))
+    shutil.copy(REPO / "inventories" / "lab" / "hosts.gpucluster.yml", tmp_path)
+    out = tmp_path / "cluster-configuration.json"
+    # Evaluated on the controller only: no host is contacted (include_vars and copy run locally).
+    (tmp_path / "play.yml").write_text(f"""
+- hosts: cp-01
+  gather_facts: false
+  connection: local
+  tasks:
+    - ansible.builtin.include_vars: {REPO}/roles/kubernetes_node/vars/main.yml
+    - ansible.builtin.copy:
+        content: "{{{{ kubernetes_node_cluster_configuration | to_json }}}}"
+        dest: {out}
+        mode: "0600"
+""")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path), str(tmp_path / "play.yml"),
+                           "-e", f"ansible_python_interpreter={sys.executable}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    kubeadm = json.loads(out.read_text())
+    (flannel,) = [r for r in render(load_spec(tmp_path)).releases if r.name == "pod-network"]
+    assert kubeadm["networking"]["podSubnet"] == flannel.values["podCidr"] == "10.128.0.0/14"

@@ -62,6 +62,26 @@ def of_type(resources, suffix: str):
     return [r for r in resources if r.typ.endswith(suffix)]
 
 
+@pytest.fixture
+def dependencies(monkeypatch) -> dict[str, set[str]]:
+    """What each registration tells the engine it depends on: logical name → names of its dependencies.
+
+    Read from the RegisterResource requests themselves (the mock monitor drops them before the mocks
+    see a resource), so this is exactly the ordering the engine would enforce.
+    """
+    from pulumi.runtime import mocks
+
+    seen: dict[str, set[str]] = {}
+    original = mocks.MockMonitor.RegisterResource
+
+    def register(self, request):
+        seen[request.name] = {urn.rsplit("::", 1)[-1] for urn in request.dependencies}
+        return original(self, request)
+
+    monkeypatch.setattr(mocks.MockMonitor, "RegisterResource", register)
+    return seen
+
+
 def test_type_tokens_match_the_typed_sdk_classes():
     assert type_token("v1", "ConfigMap") == "kubernetes:core/v1:ConfigMap"
     assert type_token("resource.k8s.io/v1", "DeviceClass") == "kubernetes:resource.k8s.io/v1:DeviceClass"
@@ -115,6 +135,52 @@ def test_one_nic_cluster_policy_and_exactly_one_nfd():
     nfd = [r.inputs["name"] for r in of_type(resources, "helm.sh/v3:Release")
            if (r.inputs["values"].get("nfd") or {}).get("enabled")]
     assert nfd == ["gpu-operator"]
+
+
+def test_install_order_pod_network_then_nfd_then_the_network_operator_then_its_policy(dependencies):
+    resources, _ = run("platform", "lab")
+    releases = {r.inputs["name"] for r in of_type(resources, "helm.sh/v3:Release")}
+    assert releases == {"pod-network", "gpu-operator", "volcano", "network-operator"}
+    # every release waits for the pod network (its pods, and Helm's wait for them, need it)
+    for name in releases - {"pod-network"}:
+        assert "release/pod-network" in dependencies[f"release/{name}"], name
+    assert not {d for d in dependencies["release/pod-network"] if d.startswith("release/")}
+    # the network operator's chart renders a NodeFeatureRule whose CRD the GPU Operator's NFD brings
+    assert "release/gpu-operator" in dependencies["release/network-operator"]
+    # the NicClusterPolicy's CRD comes with the network-operator chart
+    ncp = "nicclusterpolicy/nic-cluster-policy"
+    assert "release/network-operator" in dependencies[ncp]
+    # nv-ipam's IPPool CRD is applied by the operator once it reconciles the policy's spec.nvIpam
+    (pool,) = [n for n in dependencies if n.startswith("ippool/")]
+    assert ncp in dependencies[pool]
+    assert "namespace/nvidia-network-operator" in dependencies[pool]
+
+
+def test_without_the_gpu_operator_nfd_the_network_operator_does_not_wait_for_it(dependencies):
+    def no_gpu_nfd(p):
+        for src in p.releases["network-operator"]:
+            object.__setattr__(src.release, "after", ("pod-network",))
+
+    run("platform", "lab", mutate=no_gpu_nfd)
+    assert "release/gpu-operator" not in dependencies["release/network-operator"]
+
+
+def test_plan_admits_kinds_the_releases_of_this_run_install():
+    rendered = render(load_spec(REPO / "inventories" / "lab"))
+    core = frozenset((o["apiVersion"], o["kind"]) for o in rendered.objects()
+                     if "." not in o["apiVersion"].split("/")[0] or o["apiVersion"].startswith(
+                         ("scheduling.k8s.io", "rbac.authorization.k8s.io", "resource.k8s.io")))
+    plans = plan(rendered, ClusterFacts(served=core))
+    platform_kinds = {o["kind"] for o in plans["platform"].objects()}
+    # the network-operator chart installs the NicClusterPolicy and NAD CRDs: admitted on the first run
+    assert "NicClusterPolicy" in platform_kinds
+    assert [o["kind"] for o in plans["tenants"].objects() if o["kind"] == "NetworkAttachmentDefinition"]
+    # the IPPool CRD only appears once the operator has reconciled the policy: left for the next run
+    skipped = {s.what: s.reason for p in plans.values() for s in p.skipped}
+    assert "CRD is not installed" in skipped["IPPool ib-rail-0"]
+    # without the release (charts unreachable) nothing is admitted on its behalf
+    plans = plan(rendered, ClusterFacts(served=core, remote_charts=False))
+    assert "NicClusterPolicy" not in {o["kind"] for o in plans["platform"].objects()}
 
 
 def test_a_second_nfd_is_refused_before_anything_is_registered():

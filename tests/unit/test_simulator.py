@@ -7,6 +7,8 @@ that differs in exactly the way the real NVIDIA agents would.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -19,7 +21,7 @@ from gpucluster.simulator import agents
 from gpucluster.simulator.agents import device_plugin as configs
 from gpucluster.simulator.silicon import Silicon, silicon_of
 from gpucluster.spec import load_spec
-from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.model import ClusterSpec, Taint
 
 
 @pytest.fixture
@@ -48,8 +50,10 @@ def deployed(spec: ClusterSpec) -> dict:
 def agents_for(
     spec: ClusterSpec, host: str, inputs: dict, annotations: dict | None = None, labels: dict | None = None
 ) -> agents.Desired:
-    node_labels = {**node_config(spec)[host]["labels"], **(labels or {})}
-    return agents.node_agents(silicon_of(spec)[host], node_labels, annotations or {}, **inputs)
+    node = node_config(spec)[host]
+    node_labels = {**node["labels"], **(labels or {})}
+    return agents.node_agents(silicon_of(spec)[host], node_labels, annotations or {}, taints=node["taints"],
+                              **inputs)
 
 
 def extended(resources: dict[str, str]) -> dict[str, int]:
@@ -65,8 +69,8 @@ def test_rendered_configmaps_give_the_expected_nodes(inventory, request) -> None
     inputs = deployed(spec)
     for host, state in expected.host_states(spec).items():
         got = agents_for(spec, host, inputs)
-        want_gfd = {k: v for k, v in state.labels.items() if L.is_gfd_label(k)}
-        assert got.labels == want_gfd, host
+        want_agents = {k: v for k, v in state.labels.items() if L.is_agent_label(k)}
+        assert got.labels == want_agents, host
         assert extended(got.capacity) == state.resources, host
         assert extended(got.allocatable) == state.resources, host
         assert got.notes == [], (host, got.notes)
@@ -301,6 +305,108 @@ def test_rdma_follows_the_nic_cluster_policy(spec) -> None:
     assert "rdma/rdma_shared_device_a" not in agents_for(spec, "l4-1", inputs).capacity  # no such NIC
 
 
+def policy_with(spec: ClusterSpec, config: dict | None = None, **extra) -> dict:
+    """The rendered NicClusterPolicy with another RDMA config and/or other spec keys."""
+    ncp = network.nic_cluster_policy(spec)
+    if config is not None:
+        ncp["spec"]["rdmaSharedDevicePlugin"]["config"] = json.dumps(config)
+    ncp["spec"].update(extra)
+    return ncp
+
+
+def entry(name: str, **kw) -> dict:
+    return {"resourceName": name, **kw}
+
+
+def test_nic_labels_come_before_the_rdma_plugin(spec) -> None:
+    inputs = deployed(spec)
+    h100 = agents_for(spec, "h100-1", inputs)
+    # NFD's Mellanox NIC label and the operator's OFED wait: what the plugin's DaemonSet selects on
+    assert h100.labels[L.MELLANOX_NIC] == "true" and h100.labels[L.MOFED_WAIT] == "false"
+    assert L.MELLANOX_NIC not in agents_for(spec, "l4-1", inputs).labels  # no NVIDIA NIC there
+    # no policy: NFD still labels the NIC, but the operator sets no wait label and no plugin runs
+    bare = agents_for(spec, "h100-1", {**inputs, "nic_policy": None})
+    assert bare.labels.get(L.MELLANOX_NIC) == "true" and L.MOFED_WAIT not in bare.labels
+    # an OFED driver requested: the node waits for it (none is simulated), so no RDMA resources
+    ofed = agents_for(spec, "h100-1", {**inputs, "nic_policy": policy_with(spec, ofedDriver={"version": "x"})})
+    assert ofed.labels[L.MOFED_WAIT] == "true"
+    assert not [k for k in ofed.capacity if k.startswith("rdma/")]
+
+
+def test_render_sets_none_of_the_nic_labels(spec) -> None:
+    # Decided: NFD and the operator own them (the simulator stands in); a label of ours would fake hardware.
+    assert not [k for n in node_config(spec).values() for k in n["labels"] if k in L.NIC_AGENT_LABELS]
+
+
+def test_rdma_selectors_are_anded_and_unmatched_entries_show_zero(spec) -> None:
+    config = {"configList": [
+        entry("ib", rdmaHcaMax=5, selectors={"ifNames": ["ibp12s0"], "linkTypes": ["infiniband"]}),
+        entry("roce", rdmaHcaMax=5, selectors={"ifNames": ["ibp12s0"], "linkTypes": ["ether"]}),
+        entry("other", rdmaHcaMax=5, selectors={"ifNames": ["ens9"]}),
+        entry("nvidia", rdmaHcaMax=7, resourcePrefix="nvidia.com", selectors={"vendors": ["15b3"]}),
+        entry("nodefault", selectors={"drivers": ["mlx5_core"]}),
+    ]}
+    got = extended(agents_for(spec, "h100-1", {**deployed(spec), "nic_policy": policy_with(spec, config)}).capacity)
+    assert got == {
+        "rdma/ib": 5,
+        "rdma/roce": 0,  # name matches, link type does not: an empty resource still registers
+        "rdma/other": 0,
+        "nvidia.com/nvidia": 7,  # resourcePrefix
+        "rdma/nodefault": 0,  # rdmaHcaMax missing: Go's zero, not 1
+    }
+
+
+@pytest.mark.parametrize("config, problem", [
+    ({"configList": []}, "no resources configuration"),
+    ({"configList": [entry("a", rdmaHcaMax=1, devices=["x"]), entry("a", rdmaHcaMax=1, devices=["y"])]},
+     "already exists"),
+    ({"configList": [entry("a-b", rdmaHcaMax=1, devices=["x"])]}, "invalid characters"),
+    ({"configList": [entry("a", rdmaHcaMax=-1, devices=["x"])]}, "rdmaHcaMax < 0"),
+    ({"configList": [entry("a", rdmaHcaMax=1)]}, "neither"),
+    ({"configList": [entry("a", rdmaHcaMax=1, devices=["x"], selectors={"ifNames": ["x"]})]}, "both"),
+])
+def test_a_config_the_plugin_refuses_advertises_nothing(spec, config, problem) -> None:
+    got = agents_for(spec, "h100-1", {**deployed(spec), "nic_policy": policy_with(spec, config)})
+    assert not [k for k in got.capacity if "/" in k and not k.startswith("nvidia.com/gpu")]
+    assert any(problem in n for n in got.notes), got.notes
+
+
+def test_deprecated_devices_field_selects_by_interface_name(spec) -> None:
+    config = {"configList": [entry("old", rdmaHcaMax=3, devices=["ibp75s0"])]}
+    got = agents_for(spec, "h100-1", {**deployed(spec), "nic_policy": policy_with(spec, config)})
+    assert extended(got.capacity) == {"rdma/old": 3}
+
+
+def test_rdma_plugin_needs_tolerations_for_custom_taints(spec) -> None:
+    # A pool with a taint of its own: the operator's DaemonSets tolerate only nvidia.com/gpu unless the
+    # NicClusterPolicy lists the others, so without them the node has no rdma/* resource at all.
+    pool = next(p for p in spec.node_pools if p.name == "h100-train")
+    pool.taints = [Taint(key="dedicated", value="training", effect="NoExecute")]
+    inputs = deployed(spec)
+    assert extended(agents_for(spec, "h100-1", inputs).capacity) == {"rdma/rdma_shared_device_a": 63}
+    untolerated = policy_with(spec)
+    del untolerated["spec"]["tolerations"]
+    got = agents_for(spec, "h100-1", {**inputs, "nic_policy": untolerated})
+    assert not [k for k in got.capacity if k.startswith("rdma/")]
+
+
+def test_rdma_agent_never_imports_the_expectation_side() -> None:
+    # The agent computes what nodes publish; verification (expected.rdma_resources) what it expects.
+    import ast
+    from pathlib import Path
+
+    from gpucluster.simulator.agents import rdma_plugin
+
+    forbidden = ("gpucluster.expected", "gpucluster.devices", "gpucluster.verify", "gpucluster.render")
+    for path in [Path(rdma_plugin.__file__)]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                if isinstance(node, ast.ImportFrom) else [])
+            bad = [n for n in names if n.startswith(forbidden)]
+            assert not bad, f"{path.name} imports {bad}"
+
+
 # -- command line, offline -------------------------------------------------------------------------
 
 
@@ -337,3 +443,21 @@ def test_stopping_the_simulator_never_kills_a_process_that_is_not_ours(tmp_path)
     (addons.folder(tmp_path, gpu_simulator.NAME) / addons.RECORD).write_text("garbage")
     with pytest.raises(LocalWorldError, match="corrupt"):
         addons.stop(tmp_path, gpu_simulator.NAME)
+
+
+@pytest.mark.parametrize("resource_name", ["rdma_shared_device_a", "roce"])
+def test_ib_and_roce_pools_agree_with_expected(lab, resource_name) -> None:
+    # An InfiniBand pool and a RoCE pool, sharing the default resource name or not: the deployed policy
+    # must give every RDMA host what verification expects (the old render kept only the first pool's
+    # link type in a shared entry, so the RoCE hosts got rdma/*: 0).
+    from gpucluster.spec.model import Rdma
+
+    pool = next(p for p in lab.node_pools if p.name == "l40s-infer")
+    pool.rdma = Rdma(interfaces=["ens1f0np0"], link_type="ether", resource_name=resource_name)
+    inputs = deployed(lab)
+    states = expected.host_states(lab)
+    for host in ("gpu-h100-01", "gpu-l40s-01"):
+        got = agents_for(lab, host, inputs)
+        assert extended(got.capacity) == states[host].resources, host
+        assert got.labels[L.MOFED_WAIT] == states[host].labels[L.MOFED_WAIT] == "false"
+    assert states["gpu-l40s-01"].resources[f"rdma/{resource_name}"] == 63

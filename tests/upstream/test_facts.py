@@ -27,7 +27,9 @@ def test_every_fact_is_cited_to_a_line_of_a_pinned_source(component: str) -> Non
     bad = []
     for fid, f in doc["facts"].items():
         s = f.get("source") or {}
-        if "value" not in f or s.get("repo") not in sources or not s.get("path") or not isinstance(s.get("line"), int):
+        # line 0 cites a whole listing (a folder, a package's file list) rather than one line
+        line_ok = isinstance(s.get("line"), int) and s["line"] >= 0
+        if "value" not in f or s.get("repo") not in sources or not s.get("path") or not line_ok:
             bad.append(fid)
     assert bad == [], f"{component}: facts without a value or a full citation: {bad}"
 
@@ -44,3 +46,14 @@ def test_chart_facts_were_read_at_the_version_we_pin(component: str, row: str) -
 
 def test_host_config_facts_cover_the_kubernetes_we_pin() -> None:
     assert versions.KUBERNETES in str(facts("host-config")["pinned"])
+
+
+@pytest.mark.parametrize("component", FILES)
+def test_no_fact_id_is_given_twice(component: str) -> None:
+    """YAML would keep only the second of two equal ids: a fact would silently vanish."""
+    import yaml
+
+    root = yaml.compose((FACTS / f"{component}.yaml").read_text())
+    (facts_node,) = [v for k, v in root.value if k.value == "facts"]
+    ids = [k.value for k, _ in facts_node.value]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})

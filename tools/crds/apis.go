@@ -3,6 +3,5 @@
 package crds
 
 import (
-	_ "github.com/k8snetworkplumbingwg/whereabouts/pkg/api/whereabouts.cni.cncf.io/v1alpha1"
 	_ "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 )

@@ -4,10 +4,7 @@ module gpucluster.local/tools/crds
 
 go 1.26.0
 
-require (
-	github.com/k8snetworkplumbingwg/whereabouts v0.9.2
-	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
-)
+require github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
 
 require (
 	github.com/fxamacker/cbor/v2 v2.9.3 // indirect

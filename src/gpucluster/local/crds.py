@@ -1,11 +1,12 @@
 """The operators' CRDs for the local world: generated where the Go API module is served, else stand-ins.
 
 Generated (``gpucluster tools install crds``: controller-gen over the pinned upstream API types):
-prometheus-operator's monitoring.coreos.com group (ServiceMonitor, PrometheusRule, …) and
-whereabouts' IPPool family. Not served as Go modules here, so small structural stand-ins written by
-this project take their place: NicClusterPolicy and MacvlanNetwork (network-operator),
-NetworkAttachmentDefinition (Multus/NAD) and the GPU Operator's ClusterPolicy. A stand-in validates
-what our renderer relies on and keeps the rest with ``x-kubernetes-preserve-unknown-fields``.
+prometheus-operator's monitoring.coreos.com group (ServiceMonitor, PrometheusRule, …). Not served as
+Go modules here, so small structural stand-ins written by this project take their place:
+NicClusterPolicy and MacvlanNetwork (network-operator), NetworkAttachmentDefinition (Multus/NAD),
+nv-ipam's IPPool (github.com/Mellanox/nvidia-k8s-ipam is not served either) and the GPU Operator's
+ClusterPolicy. A stand-in validates what our renderer relies on and keeps the rest with
+``x-kubernetes-preserve-unknown-fields``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import yaml
 from gpucluster import labels as L
 from gpucluster.errors import LocalWorldError
 from gpucluster.toolchain import path_of
-from gpucluster.toolchain.versions import PROMETHEUS_OPERATOR, WHEREABOUTS
+from gpucluster.toolchain.versions import PROMETHEUS_OPERATOR
 
 _OPEN: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 #: Generated CRDs installed by default: the kinds our bundle uses. The prometheus-operator's own
@@ -32,9 +33,6 @@ DEFAULT_GENERATED = (
     "servicemonitors.monitoring.coreos.com",
     "podmonitors.monitoring.coreos.com",
     "prometheusrules.monitoring.coreos.com",
-    "ippools.whereabouts.cni.cncf.io",
-    "nodeslicepools.whereabouts.cni.cncf.io",
-    "overlappingrangeipreservations.whereabouts.cni.cncf.io",
 )
 
 
@@ -103,6 +101,7 @@ def stand_ins() -> list[dict[str, Any]]:
     }
     nad_spec = {"type": "object", "properties": {"config": {"type": "string"}}}
     return [
+        _crd("nv-ipam.nvidia.com", "IPPool", "ippools", "v1alpha1", "Namespaced", ip_pool_spec()),
         _crd("mellanox.com", "NicClusterPolicy", "nicclusterpolicies", "v1alpha1", "Cluster", _OPEN, ["ncp"]),
         _crd("mellanox.com", "MacvlanNetwork", "macvlannetworks", "v1alpha1", "Cluster", macvlan_spec),
         _crd(
@@ -117,6 +116,62 @@ def stand_ins() -> list[dict[str, Any]]:
         ),
         _crd("nvidia.com", "ClusterPolicy", "clusterpolicies", "v1", "Cluster", _OPEN),
     ]
+
+
+#: An IP address as text; the length bounds keep the CEL rules' cost within the API server's budget.
+_IP: dict[str, Any] = {"type": "string", "maxLength": 45}
+
+
+def ip_pool_spec() -> dict[str, Any]:
+    """nv-ipam's IPPool spec as far as we rely on it: field names and types of ``api/v1alpha1/ippool_type.go``
+    (network-operator-v26.4.1) and the checks its controller runs before it uses a pool
+    (``ippool_validate.go``: a subnet, a block of at least 1 address that fits it, a gateway and
+    exclusions inside it), written as CEL so the API server refuses what nv-ipam would ignore."""
+    ip_range = {
+        "type": "object",
+        "required": ["startIP", "endIP"],
+        "properties": {"startIP": _IP, "endIP": _IP},
+        "x-kubernetes-validations": [
+            {"rule": "isIP(self.startIP) && isIP(self.endIP)", "message": "startIP and endIP must be IP addresses"},
+        ],
+    }
+    # Usable IPv4 addresses by host bits, as nv-ipam counts them (helpers.go GetPossibleIPCount); CEL has
+    # no power operator, so the table is spelled out.
+    usable_v4 = [1, 2] + [2**n - 2 for n in range(2, 33)]
+    fits = (f"!isCIDR(self.subnet) || cidr(self.subnet).ip().family() != 4 || self.perNodeBlockSize <= "
+            f"{usable_v4}[32 - cidr(self.subnet).prefixLength()]")
+    return {
+        "type": "object",
+        "required": ["subnet", "perNodeBlockSize"],
+        "properties": {
+            "subnet": {"type": "string", "maxLength": 49, "x-kubernetes-validations": [
+                {"rule": "isCIDR(self)", "message": "subnet must be a CIDR"}]},
+            "perNodeBlockSize": {"type": "integer", "minimum": 1},
+            "gateway": _IP,
+            "exclusions": {"type": "array", "maxItems": 256, "items": ip_range},
+            "perNodeExclusions": {"type": "array", "items": _OPEN},
+            "nodeSelector": {
+                "type": "object",
+                "required": ["nodeSelectorTerms"],
+                "properties": {"nodeSelectorTerms": {"type": "array", "items": _OPEN}},
+            },
+            "defaultGateway": {"type": "boolean"},
+            "routes": {"type": "array", "items": {
+                "type": "object", "required": ["dst"], "properties": {"dst": {"type": "string"}}}},
+        },
+        "x-kubernetes-validations": [
+            {"rule": "!has(self.gateway) || !isCIDR(self.subnet) || "
+                     "(isIP(self.gateway) && cidr(self.subnet).containsIP(self.gateway))",
+             "message": "gateway must be an address inside subnet"},
+            {"rule": "!has(self.exclusions) || !isCIDR(self.subnet) || self.exclusions.all(e, "
+                     "!isIP(e.startIP) || !isIP(e.endIP) || "
+                     "(cidr(self.subnet).containsIP(e.startIP) && cidr(self.subnet).containsIP(e.endIP)))",
+             "message": "exclusions must lie inside subnet"},
+            {"rule": "!has(self.defaultGateway) || !self.defaultGateway || has(self.gateway)",
+             "message": "defaultGateway needs gateway"},
+            {"rule": fits, "message": "perNodeBlockSize is larger than the addresses subnet holds"},
+        ],
+    }
 
 
 def generated_dir() -> Path:
@@ -138,9 +193,7 @@ def all_crds(everything: bool = False) -> tuple[list[dict[str, Any]], list[CrdSo
             if everything or doc["metadata"]["name"] in DEFAULT_GENERATED:
                 docs.append(doc)
                 group = doc["spec"]["group"]
-                module = (
-                    f"prometheus-operator {PROMETHEUS_OPERATOR}" if "coreos" in group else f"whereabouts {WHEREABOUTS}"
-                )
+                module = f"prometheus-operator {PROMETHEUS_OPERATOR}" if "coreos" in group else group
                 sources.append(CrdSource(doc["metadata"]["name"], "generated", f"controller-gen from {module}"))
     for doc in stand_ins():
         docs.append(doc)

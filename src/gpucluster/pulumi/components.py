@@ -2,19 +2,22 @@
 
 Each component takes rendered objects (and, for operator components, the pinned Helm releases) and
 registers them as children (``parent=self``) through one explicit Kubernetes provider. Namespaced
-objects depend on their Namespace when the same stack creates it, so a fresh cluster converges in one
-run. No object is spelled out here: the data comes from :mod:`gpucluster.render`.
+objects depend on their Namespace when the same stack creates it; a release depends on the releases it
+must follow (``Release.after``: the pod network, the GPU Operator's NFD); a custom resource whose CRD
+its component's chart installs depends on that release, and one whose CRD the operator applies while
+reconciling another object depends on that object. So a fresh cluster converges in one run where the
+CRDs allow it. No object is spelled out here: the data comes from :mod:`gpucluster.render`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypedDict
 
 import pulumi
 
 from gpucluster import components
-from gpucluster.pulumi.objects import PROVIDER_VERSION, K8sObject, Obj, object_key
+from gpucluster.pulumi.objects import PROVIDER_VERSION, K8sObject, Obj, gvk, object_key
 from gpucluster.pulumi.plan import ChartSource
 
 
@@ -29,6 +32,14 @@ class ObjectsArgs(TypedDict, total=False):
     """Namespace resources of this stack by name; namespaced children depend on theirs."""
     patch: bool
     """Register the objects as server-side-apply patches (objects owned by someone else: Nodes)."""
+    installed: Mapping[str, pulumi.Resource]
+    """Releases registered earlier in this stack, by name; a release depends on those it names in
+    ``Release.after``."""
+    chart_kinds: Collection[tuple[str, str]]
+    """(apiVersion, kind) whose CRD this component's chart installs: such objects depend on its releases."""
+    after_kinds: Mapping[tuple[str, str], tuple[str, str]]
+    """(apiVersion, kind) → the kind whose objects (of this component) must exist first, e.g. a CRD the
+    operator applies while it reconciles them."""
 
 
 class ClusterObjects(pulumi.ComponentResource):
@@ -44,26 +55,46 @@ class ClusterObjects(pulumi.ComponentResource):
     def __init__(self, type_: str, name: str, args: ObjectsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_, name, {}, opts)
         namespaces = dict(args.get("namespaces") or {})
+        installed = args.get("installed") or {}
+        chart_kinds = set(args.get("chart_kinds") or ())
+        after_kinds = dict(args.get("after_kinds") or {})
+        patch = bool(args.get("patch"))
         self.resources = {}
-        # Namespaces of this component first: its other children depend on them.
-        ordered = sorted(args["objects"], key=lambda o: o["kind"] != "Namespace")
-        for obj in ordered:
-            key = object_key(obj)
-            ns = obj["metadata"].get("namespace")
-            deps = [namespaces[ns]] if ns in namespaces else []
-            self.resources[key] = K8sObject(
-                key, obj, pulumi.ResourceOptions(parent=self, depends_on=deps), patch=bool(args.get("patch"))
-            )
-            if obj["kind"] == "Namespace" and not args.get("patch"):
-                namespaces[obj["metadata"]["name"]] = self.resources[key]
-        self.namespaces = {n: r for n, r in namespaces.items() if r in self.resources.values()}
         self.releases = {}
+        by_kind: dict[tuple[str, str], list[pulumi.Resource]] = {}
+
+        def ns_deps(ns: str | None) -> list[pulumi.Resource]:
+            return [namespaces[ns]] if ns in namespaces else []
+
+        def add(obj: Obj, deps: list[pulumi.Resource]) -> None:
+            key = object_key(obj)
+            res = K8sObject(key, obj, pulumi.ResourceOptions(parent=self, depends_on=deps), patch=patch)
+            self.resources[key] = res
+            by_kind.setdefault(gvk(obj), []).append(res)
+            if obj["kind"] == "Namespace" and not patch:
+                namespaces[obj["metadata"]["name"]] = res
+
+        # Namespaces of this component first: its other children depend on them.
+        for obj in (o for o in args["objects"] if o["kind"] == "Namespace"):
+            add(obj, [])
+        # Releases next, after the releases they name (the pod network, NFD's provider, ...).
         for src in args.get("releases") or ():
-            ns = src.release.namespace
-            deps = [namespaces[ns]] if ns in namespaces else []
-            self.releases[src.release.name] = helm_release(
-                src, pulumi.ResourceOptions(parent=self, depends_on=deps)
-            )
+            rel = src.release
+            deps = ns_deps(rel.namespace) + [installed[n] for n in rel.after if n in installed]
+            self.releases[rel.name] = helm_release(src, pulumi.ResourceOptions(parent=self, depends_on=deps))
+        own_releases = list(self.releases.values())
+        # Then the other objects; those another kind waits for come first.
+        waited_for = set(after_kinds.values())
+        rest = sorted((o for o in args["objects"] if o["kind"] != "Namespace"),
+                      key=lambda o: gvk(o) not in waited_for)
+        for obj in rest:
+            deps = ns_deps(obj["metadata"].get("namespace"))
+            if gvk(obj) in chart_kinds:
+                deps += own_releases
+            if gvk(obj) in after_kinds:
+                deps += by_kind.get(after_kinds[gvk(obj)], [])
+            add(obj, deps)
+        self.namespaces = {n: r for n, r in namespaces.items() if r in self.resources.values()}
         self.register_outputs({
             "objects": sorted(self.resources),
             "releases": sorted(self.releases),

@@ -17,6 +17,7 @@ from gpucluster import components
 from gpucluster.errors import InputError
 from gpucluster.pulumi.objects import Obj, gvk, namespace_names
 from gpucluster.render import Release, Rendered
+from gpucluster.render.releases import module
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,22 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
     tenant_components = components.of_stack(components.TENANTS)
     tenant_ns = namespace_names(rendered.objects(*tenant_components))
 
+    for rel in rendered.releases:
+        src = chart_source(rel)
+        comp = rel.name  # a release is named after the component that installs it
+        if src.local_path is None and not facts.remote_charts:
+            platform.skipped.append(Skipped("platform", f"release {rel.name} ({rel.chart} {rel.version})",
+                                            "chart repositories are unreachable here; the GPU simulator "
+                                            "stands in for its node agents", cause="chart"))
+            continue
+        platform.releases.setdefault(comp, []).append(src)
+    # Kinds whose CRDs a release of this run installs: admitted though not served yet (the stack
+    # registers them after that release; the tenants stack runs after the platform stack).
+    coming = {k for comp in platform.releases
+              for k in getattr(module(components.get(comp)), "CHART_KINDS", ())}
+
     def admit(stack: StackPlan, component: str, obj: Obj) -> None:
-        if facts.served is not None and gvk(obj) not in facts.served:
+        if facts.served is not None and gvk(obj) not in facts.served and gvk(obj) not in coming:
             api, kind = gvk(obj)
             stack.skipped.append(Skipped(stack.name, f"{kind} {obj['metadata']['name']}",
                                          f"{api} {kind} is not served by the cluster (its CRD is not "
@@ -126,16 +141,6 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
     for comp in tenant_components:
         for obj in rendered.components.get(comp, []):
             admit(tenants, comp, obj)
-
-    for rel in rendered.releases:
-        src = chart_source(rel)
-        comp = rel.name  # a release is named after the component that installs it
-        if src.local_path is None and not facts.remote_charts:
-            platform.skipped.append(Skipped("platform", f"release {rel.name} ({rel.chart} {rel.version})",
-                                            "chart repositories are unreachable here; the GPU simulator "
-                                            "stands in for its node agents", cause="chart"))
-            continue
-        platform.releases.setdefault(comp, []).append(src)
 
     for node, config in sorted(rendered.node_config.items()):
         if not config["labels"] and not config["taints"]:

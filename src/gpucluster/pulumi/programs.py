@@ -19,6 +19,7 @@ from gpucluster.pulumi import components as c
 from gpucluster.pulumi.objects import PROVIDER_VERSION, Obj
 from gpucluster.pulumi.plan import StackPlan, plan
 from gpucluster.render import render
+from gpucluster.render.releases import module
 from gpucluster.spec import load_spec
 
 
@@ -52,6 +53,12 @@ def check_platform(p: StackPlan) -> None:
     if len(nfd) > 1:
         raise InputError(f"releases {nfd} each deploy Node Feature Discovery; only one NFD may run per "
                          "cluster (set nfd.enabled: false on the network operator)")
+    # A release can only wait for one registered before it: registry order must agree with `after`.
+    order = [comp for comp in components.of_stack(components.PLATFORM) if p.releases.get(comp)]
+    for comp in order:
+        for src in p.releases[comp]:
+            late = [n for n in src.release.after if n in order and order.index(n) > order.index(comp)]
+            assert not late, f"release {src.release.name} must follow {late}, registered after it"
 
 
 def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -> dict[str, c.ClusterObjects]:
@@ -62,13 +69,18 @@ def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -
     ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", [])}, base)
     out = {"namespaces": ns}
     by_ns = ns.namespaces
+    installed: dict[str, pulumi.Resource] = {}  # releases registered so far (registry order)
     for comp in components.of_stack(components.PLATFORM):
         if comp == "namespaces":
             continue
         objects, releases = p.components.get(comp, []), p.releases.get(comp, [])
         if objects or releases:
-            out[comp] = c.register(comp, comp, {"objects": objects, "releases": releases,
-                                                "namespaces": by_ns}, base)
+            mod = module(components.get(comp))
+            out[comp] = c.register(comp, comp, {
+                "objects": objects, "releases": releases, "namespaces": by_ns, "installed": dict(installed),
+                "chart_kinds": getattr(mod, "CHART_KINDS", ()), "after_kinds": getattr(mod, "AFTER_KINDS", {}),
+            }, base)
+            installed.update(out[comp].releases)
     if p.node_patches:
         out["nodes"] = c.register("nodes", "nodes", {"objects": p.node_patches, "patch": True}, base)
     pulumi.export("skipped", [s.__dict__ for s in p.skipped])

@@ -1,8 +1,10 @@
-"""Networking: network-operator values, the NicClusterPolicy and secondary networks.
+"""Networking: network-operator values, the NicClusterPolicy, nv-ipam IPPools and secondary networks.
 
-Since network operator 25.10 the chart no longer creates the NicClusterPolicy, so we do. It runs the
-RDMA shared device plugin (one resource per RDMA pool, selected by interface name) and Multus; IP
-addresses on secondary networks come from whereabouts (``ipam.type: whereabouts``).
+Since network operator 24.10 the chart does not create the NicClusterPolicy, so we do; since 25.10 the
+operator no longer deploys whereabouts, so secondary networks take their addresses from NVIDIA's
+nv-ipam, which the NicClusterPolicy deploys (``spec.nvIpam``), with one ``IPPool`` per network in the
+operator's namespace (nv-ipam watches that namespace). The policy also runs the RDMA shared device
+plugin (one resource per RDMA resource name, selected by interface name and link type) and Multus.
 """
 
 from __future__ import annotations
@@ -12,9 +14,20 @@ import json
 from gpucluster import labels as L
 from gpucluster import versions
 from gpucluster.render.common import Obj, obj
+from gpucluster.spec import networks
 from gpucluster.spec.model import ChartRef, ClusterSpec, SecondaryNetwork
 
 NIC_POLICY_NAME = "nic-cluster-policy"
+NIC_POLICY_API = "mellanox.com/v1alpha1"
+NAD_API = "k8s.cni.cncf.io/v1"
+IPPOOL_API = "nv-ipam.nvidia.com/v1alpha1"
+
+#: Kinds whose CRDs the network-operator chart installs (``deployment/network-operator/crds/``): they can
+#: only be created once the release is.
+CHART_KINDS = frozenset({(NIC_POLICY_API, "NicClusterPolicy"), (NAD_API, "NetworkAttachmentDefinition")})
+#: Kinds whose CRDs the operator applies while it reconciles the NicClusterPolicy (``spec.nvIpam``:
+#: ``manifests/state-nv-ipam-cni/005-nv-ipam.nvidia.com_ippools.yaml``), by the kind they wait for.
+AFTER_KINDS = {(IPPOOL_API, "IPPool"): (NIC_POLICY_API, "NicClusterPolicy")}
 
 
 def _image(name: str) -> dict:
@@ -22,6 +35,11 @@ def _image(name: str) -> dict:
 
 
 def rdma_config(spec: ClusterSpec) -> dict:
+    """The RDMA shared device plugin's config: one entry per resource name.
+
+    Resource names must be unique in configList, and the plugin ANDs an entry's selectors, so pools that
+    share a resource name share one entry whose interface names and link types are the union of theirs.
+    """
     resources: dict[str, dict] = {}
     for pool in spec.node_pools:
         if not pool.rdma:
@@ -29,12 +47,24 @@ def rdma_config(spec: ClusterSpec) -> dict:
         entry = resources.setdefault(pool.rdma.resource_name, {
             "resourceName": pool.rdma.resource_name,
             "rdmaHcaMax": spec.networking.rdma_hca_max,
-            "selectors": {"ifNames": [], "linkTypes": [pool.rdma.link_type]},
+            "selectors": {"ifNames": [], "linkTypes": []},
         })
+        sel = entry["selectors"]
         for ifname in pool.rdma.interfaces:
-            if ifname not in entry["selectors"]["ifNames"]:
-                entry["selectors"]["ifNames"].append(ifname)
+            if ifname not in sel["ifNames"]:
+                sel["ifNames"].append(ifname)
+        sel["linkTypes"] = sorted({*sel["linkTypes"], pool.rdma.link_type})
     return {"configList": [resources[k] for k in sorted(resources)]}
+
+
+def tolerations(spec: ClusterSpec) -> list[dict]:
+    """Tolerations for the operator's DaemonSets: every pool's taints (key and effect, any value).
+
+    Its DaemonSets tolerate only ``nvidia.com/gpu:NoSchedule`` of their own; any other taint keeps
+    Multus, the CNI plugins and the RDMA plugin off that pool's nodes.
+    """
+    seen = sorted({(t.key, t.effect) for p in spec.node_pools for t in p.effective_taints})
+    return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in seen]
 
 
 def nic_cluster_policy(spec: ClusterSpec) -> Obj:
@@ -48,7 +78,26 @@ def nic_cluster_policy(spec: ClusterSpec) -> Obj:
         if any(n.type == "ipoib" for n in spec.networking.secondary_networks):
             secondary["ipoib"] = _image("ipoib-cni")
         body["secondaryNetwork"] = secondary
-    return obj("mellanox.com/v1alpha1", "NicClusterPolicy", NIC_POLICY_NAME, spec=body)
+    if spec.networking.secondary_networks:
+        # No webhook: it needs cert-manager, which the operator would otherwise require.
+        body["nvIpam"] = {**_image("nvidia-k8s-ipam"), "enableWebhook": False}
+    if tols := tolerations(spec):
+        body["tolerations"] = tols
+    return obj(NIC_POLICY_API, "NicClusterPolicy", NIC_POLICY_NAME, spec=body)
+
+
+def ip_pool(spec: ClusterSpec, net: SecondaryNetwork) -> Obj:
+    """The nv-ipam IPPool of one secondary network (named after it; the NAD's ``poolName``)."""
+    body: dict = {"subnet": net.cidr, "perNodeBlockSize": networks.block_size(spec, net)}
+    if net.gateway:
+        body["gateway"] = net.gateway
+    if net.exclusions:
+        body["exclusions"] = [{"startIP": e.start_ip, "endIP": e.end_ip} for e in net.exclusions]
+    pools = networks.carrier_pools(spec, net)
+    if pools:
+        body["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": L.POOL, "operator": "In", "values": sorted(p.name for p in pools)}]}]}
+    return obj(IPPOOL_API, "IPPool", net.name, spec.networking.network_operator.namespace, spec=body)
 
 
 def cni_config(net: SecondaryNetwork) -> dict:
@@ -59,7 +108,7 @@ def cni_config(net: SecondaryNetwork) -> dict:
         conf["master"] = net.master
     if net.type == "macvlan":
         conf["mode"] = "bridge"
-    conf["ipam"] = {"type": "whereabouts", "range": net.cidr}
+    conf["ipam"] = {"type": "nv-ipam", "poolName": net.name}
     return conf
 
 
@@ -68,7 +117,7 @@ def network_attachments(spec: ClusterSpec) -> list[Obj]:
     for net in spec.networking.secondary_networks:
         annotations = {L.NAD_RESOURCE_NAME: f"rdma/{net.resource_name}"} if net.resource_name else None
         for ns in net.namespaces or ["default"]:
-            out.append(obj("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", net.name, ns,
+            out.append(obj(NAD_API, "NetworkAttachmentDefinition", net.name, ns,
                            annotations=annotations,
                            spec={"config": json.dumps(cni_config(net), sort_keys=True)}))
     return out
@@ -82,7 +131,8 @@ def enabled(spec: ClusterSpec) -> bool:
 def objects(spec: ClusterSpec) -> list[Obj]:
     if not enabled(spec):
         return []
-    return [nic_cluster_policy(spec), *network_attachments(spec)]
+    pools = [ip_pool(spec, net) for net in spec.networking.secondary_networks]
+    return [nic_cluster_policy(spec), *pools, *network_attachments(spec)]
 
 
 def values(spec: ClusterSpec) -> dict:
@@ -91,6 +141,18 @@ def values(spec: ClusterSpec) -> dict:
         "nfd": {"enabled": spec.networking.network_operator.nfd},
         "operator": {"resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
     }
+
+
+def after(spec: ClusterSpec) -> list[str]:
+    """Releases to install first: the GPU Operator's when its NFD serves the NodeFeatureRule CRD.
+
+    The chart renders a NodeFeatureRule even with ``nfd.enabled=false`` (``nfd.deployNodeFeatureRules``
+    defaults to true); without NFD's CRD in place its install fails.
+    """
+    gop = spec.gpu_operator
+    if not spec.networking.network_operator.nfd and gop.enabled and gop.nfd:
+        return ["gpu-operator"]
+    return []
 
 
 def namespace(spec: ClusterSpec) -> str:

@@ -136,7 +136,7 @@ class Simulator:
     ) -> tuple[str, list[str]]:
         if node is None:
             reg = self.registration[si.node]
-            desired = node_agents(si, reg["labels"], {}, **inputs)
+            desired = node_agents(si, reg["labels"], {}, taints=reg["taints"], **inputs)
             node = self.kube.create(
                 NODES, node_object(si.node, reg, desired, control_plane=si.node in self.control_plane)
             )
@@ -144,10 +144,11 @@ class Simulator:
             return "created", desired.notes
         meta = node["metadata"]
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        desired = node_agents(si, labels, annotations, **inputs)
+        desired = node_agents(si, labels, annotations, taints=(node.get("spec") or {}).get("taints") or [],
+                              **inputs)
         wrote = False
         label_patch: dict[str, str | None] = {k: v for k, v in desired.labels.items() if labels.get(k) != v}
-        label_patch.update({k: None for k in labels if L.is_gfd_label(k) and k not in desired.labels})
+        label_patch.update({k: None for k in labels if L.is_agent_label(k) and k not in desired.labels})
         derived = describe(desired, desired.labels)
         meta_patch: dict[str, Any] = {}
         if label_patch:

@@ -367,23 +367,60 @@ class Scheduling(Model):
 # --- networking -------------------------------------------------------------------------------
 
 
+class IpRange(Model):
+    """An inclusive range of addresses nv-ipam never hands out (its ``ExcludeRange``)."""
+
+    # nv-ipam spells these startIP/endIP, not the camelCase our alias generator would give.
+    start_ip: str = Field(alias="startIP", description="First excluded address (inside the network's cidr).")
+    end_ip: str = Field(alias="endIP", description="Last excluded address (>= startIP, inside the cidr).")
+
+
 class SecondaryNetwork(Model):
+    """A Multus network on a host interface; its addresses come from an nv-ipam IPPool of the same name."""
+
     name: Name
     type: Literal["macvlan", "host-device", "ipoib"] = "macvlan"
     master: str = Field(description="Parent interface on the host.")
     cidr: str
     namespaces: list[str] = Field(default_factory=list, description="Tenant namespaces that get it.")
     resource_name: str | None = Field(default=None, description="rdma/<name> resource tied to it.")
+    per_node_block_size: int | None = Field(
+        default=None, ge=1,
+        description="Addresses nv-ipam reserves for each node (the most pods per node on this network). "
+        "Defaults to the pods that can use it per node (networking.rdmaHcaMax with resourceName, else 110, "
+        "the kubelet's default maxPods), lowered to what the cidr holds for every host that carries `master`.",
+    )
+    gateway: str | None = Field(default=None, description="Gateway address inside the cidr (none by default).")
+    exclusions: list[IpRange] = Field(default_factory=list, description="Address ranges nv-ipam never allocates.")
 
 
 class NetworkOperator(Model):
     enabled: bool = True
-    namespace: Name = "nvidia-network-operator"
+    namespace: Name = Field(
+        default="nvidia-network-operator",
+        description="Also where the secondary networks' IPPools live (nv-ipam watches the operator's namespace).",
+    )
     chart: ChartRef = Field(default_factory=lambda: _chart("network-operator"))
     nfd: bool = Field(default=False, description="Must stay off when the GPU Operator installs NFD.")
 
 
+class PodNetwork(Model):
+    """The primary pod network (CNI). Multus needs one; nodes stay NotReady without it."""
+
+    plugin: Literal["flannel", "none"] = Field(
+        default="flannel",
+        description="flannel: install the pinned flannel chart with podCidr = kubernetes.podSubnet; "
+        "none: the cluster brings its own CNI.",
+    )
+    namespace: Name = "kube-flannel"
+    chart: ChartRef = Field(default_factory=lambda: _chart("pod-network"))
+    backend: Literal["vxlan", "host-gw", "wireguard", "udp"] = Field(
+        default="vxlan", description="flannel backend (host-gw needs every node on one L2 segment)."
+    )
+
+
 class Networking(Model):
+    pod_network: PodNetwork = Field(default_factory=PodNetwork)
     multus: bool = True
     network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     rdma_hca_max: int = Field(default=63, ge=1, le=1000, description="Pods sharing one HCA.")

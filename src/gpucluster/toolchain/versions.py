@@ -19,7 +19,6 @@ KWOK = versions.KWOK
 CONTROLLER_TOOLS = versions.CONTROLLER_TOOLS
 #: Upstream API modules whose CRDs controller-gen generates (see tools/crds/go.mod).
 PROMETHEUS_OPERATOR = versions.PROMETHEUS_OPERATOR_APIS
-WHEREABOUTS = versions.WHEREABOUTS
 _major, _minor, _patch = versions.PROMETHEUS.split(".")
 #: Prometheus x.y.z is published as Go module version v0.<x><yy>.<z>.
 PROMTOOL = f"v0.{_major}{int(_minor):02d}.{_patch}"
@@ -121,7 +120,7 @@ _ALL: list[Tool] = [
     ),
     Tool(
         name="crds",
-        version=f"monitoring-{PROMETHEUS_OPERATOR}_whereabouts-{WHEREABOUTS}_cg-{CONTROLLER_TOOLS}",
+        version=f"monitoring-{PROMETHEUS_OPERATOR}_cg-{CONTROLLER_TOOLS}",
         module="crds",
         kind="crds",
         needs=("controller-gen",),
@@ -200,7 +199,6 @@ TOOLS: dict[str, Tool] = {t.name: t for t in _ALL}
 #: Go API packages (inside tools/crds) that controller-gen turns into CRDs.
 CRD_PACKAGES: tuple[str, ...] = (
     "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",
-    "github.com/k8snetworkplumbingwg/whereabouts/pkg/api/whereabouts.cni.cncf.io/v1alpha1",
 )
 
 #: What ``ensure()`` builds when no names are given: everything not marked optional.

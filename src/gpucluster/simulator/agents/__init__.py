@@ -5,9 +5,10 @@ The GPU simulator stands where GPU Feature Discovery (:mod:`.gfd`), the device p
 (:mod:`.dra_plugin`) and the RDMA shared device plugin (:mod:`.rdma_plugin`) would run. Like them,
 it reads its configuration from objects in the cluster — the device-plugin sharing ConfigMap (key
 chosen by the node label ``nvidia.com/device-plugin.config``), the mig-parted ConfigMap (config
-chosen by ``nvidia.com/mig.config``), the NicClusterPolicy's RDMA config, and the node labels that
-say which agent serves the node — so a wrong rendered object shows up as a wrong node. Only the
-silicon (GPU model and count, NICs) comes from the spec.
+chosen by ``nvidia.com/mig.config``), the NicClusterPolicy's RDMA config and tolerations, and the node
+labels that say which agent serves the node — so a wrong rendered object shows up as a wrong node. It
+also publishes the labels NFD and the network operator put on nodes with NVIDIA NICs (the RDMA plugin's
+DaemonSet selects on them). Only the silicon (GPU model and count, NICs) comes from the spec.
 
 Nothing here talks to the API server; :mod:`gpucluster.simulator.reconcile` does.
 """
@@ -29,7 +30,7 @@ from gpucluster.simulator.silicon import BASE_CPU_NODE, BASE_GPU_NODE, Silicon
 class Desired:
     """What the agents publish for one node."""
 
-    labels: dict[str, str] = field(default_factory=dict)  # GFD-owned labels only
+    labels: dict[str, str] = field(default_factory=dict)  # agent-owned labels only (L.is_agent_label)
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     devices: list[dict[str, Any]] | None = None  # None: the DRA driver does not serve this node
@@ -54,12 +55,17 @@ def node_agents(
     nic_policy: dict[str, Any] | None = None,
     cluster: str = "local",
     driver_version: str = "580.95.05",
+    taints: list[dict[str, Any]] | None = None,
 ) -> Desired:
     """Everything the NVIDIA agents would publish for one node, from what is deployed."""
     base = BASE_GPU_NODE if silicon.model else BASE_CPU_NODE
     out = Desired(capacity=dict(base), allocatable=dict(base))
-    for name, n in rdma_plugin.rdma_resources(nic_policy, silicon.nics, silicon.link_type).items():
-        out.capacity[name] = out.allocatable[name] = str(n)
+    # NFD and the network operator label the node first; the RDMA plugin's DaemonSet selects on them.
+    nic = rdma_plugin.nic_labels(nic_policy, silicon.nics)
+    if rdma_plugin.scheduled(nic_policy, {**node_labels, **nic}, taints or []):
+        for name, n in rdma_plugin.rdma_resources(nic_policy, silicon.nics, silicon.link_type, out.notes).items():
+            out.capacity[name] = out.allocatable[name] = str(n)
+    out.labels = dict(nic)
     model, count = silicon.model, silicon.count
     if model is None or count == 0:
         return out
@@ -79,7 +85,7 @@ def node_agents(
     layout, mig_state = mig_manager.mig_layout(configs, mig_name, model, count)
     if mig_state == "failed":
         notes.append(f"MIG config {mig_name!r} could not be applied: MIG left disabled")
-    out.labels = gfd.node_labels(
+    out.labels |= gfd.node_labels(
         model, count, mode="mig" if layout else sharing.mode, replicas=sharing.replicas,
         rename_by_default=sharing.rename_by_default, layout=layout, strategy=sharing.mig_strategy,
         mig_state=mig_state, product_fault=annotations.get(L.FAULT_PRODUCT),

@@ -38,3 +38,15 @@ def test_kubeadm_config_valid_and_from_vars(host):
 def test_not_bootstrapped(host):
     # kubernetes_node_bootstrap is off here (no control-plane images): init must not have run.
     assert not host.file("/etc/kubernetes/admin.conf").exists
+
+
+def test_reference_cni_plugins_in_containerds_folder(host):
+    # flannel delegates to bridge/host-local/portmap and containerd's CRI runs loopback for every pod,
+    # from /opt/cni/bin (air-gapped source here: the distribution's containernetworking-plugins).
+    assert host.package("containernetworking-plugins").is_installed
+    for plugin in ("bridge", "host-local", "loopback", "portmap"):
+        f = host.file(f"/opt/cni/bin/{plugin}")
+        assert f.is_file and f.mode & 0o111, plugin
+        # a CNI plugin answers the VERSION command with the spec versions it speaks
+        out = host.check_output(f"CNI_COMMAND=VERSION /opt/cni/bin/{plugin} </dev/null")
+        assert '"supportedVersions"' in out and "0.3.1" in out, (plugin, out)

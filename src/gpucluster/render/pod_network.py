@@ -1,0 +1,41 @@
+"""The primary pod network: the flannel chart, with its pod CIDR equal to kubeadm's podSubnet.
+
+Without a primary CNI nodes stay NotReady, every pod without hostNetwork stays in ContainerCreating, and
+the network operator's Multus (thin, ``--multus-conf-file=auto``) finds no config to wrap. flannel runs
+with ``--kube-subnet-mgr``: it uses each Node's ``spec.podCIDR``, which kube-controller-manager carves out
+of kubeadm's ``networking.podSubnet``, and it refuses a node whose podCIDR lies outside its own network
+(``podCidr``). So ``podCidr`` is the spec's ``kubernetes.podSubnet``, the same value the inventory plugin
+hands kubeadm (roles/kubernetes_node). flannel's CNI plugin delegates to the reference plugins (bridge,
+host-local, portmap) in /opt/cni/bin, which the host layer installs. ``plugin: none`` leaves the pod
+network to the cluster's owner.
+"""
+
+from __future__ import annotations
+
+from gpucluster.render.common import Obj
+from gpucluster.spec.model import ChartRef, ClusterSpec
+
+#: Every other release waits for this one: their pods (and Helm's wait for them) need pod networking.
+BEFORE_OTHER_RELEASES = True
+
+
+def enabled(spec: ClusterSpec) -> bool:
+    return spec.networking.pod_network.plugin == "flannel"
+
+
+def objects(spec: ClusterSpec) -> list[Obj]:
+    # Only the release (and its privileged namespace, from render/namespaces.py).
+    return []
+
+
+def values(spec: ClusterSpec) -> dict:
+    net = spec.networking.pod_network
+    return {"podCidr": spec.kubernetes.pod_subnet, "flannel": {"backend": net.backend}}
+
+
+def namespace(spec: ClusterSpec) -> str:
+    return spec.networking.pod_network.namespace
+
+
+def chart(spec: ClusterSpec) -> ChartRef:
+    return spec.networking.pod_network.chart
