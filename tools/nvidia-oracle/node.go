@@ -110,7 +110,9 @@ func computeNode(req nodeRequest, gpus []*gpuSpec) (res *nodeResult, err error) 
 
 	res = &nodeResult{Labels: map[string]string{}, Resources: map[string]int{}, Errors: map[string]string{}, Warnings: []string{}}
 
-	// GPU Feature Discovery: cmd/gpu-feature-discovery start() and one pass of gfd.run().
+	// GPU Feature Discovery: cmd/gpu-feature-discovery start() and one pass of gfd.run(). The
+	// labels are taken where gfd.run() hands them to its outputer, so neither the output file nor
+	// the NodeFeature API (on by default since v0.19.0) is involved.
 	gfdArgs := append([]string{"--oneshot", "--output-file=", "--use-node-feature-api=false",
 		"--machine-type-file=" + machineTypeFile}, common...)
 	if !req.Timestamp {
