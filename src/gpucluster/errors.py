@@ -112,6 +112,17 @@ class SimulatorError(GpuclusterError):
     """The GPU simulator cannot do what was asked (the message says what and why)."""
 
 
+class OracleFailed(SimulatorError):
+    """nvidia-oracle (NVIDIA's node-agent code over a mock NVML) failed or refused a request.
+
+    ``stderr`` is what the tool printed (empty when the request itself was refused).
+    """
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
 # -- stacks and the one-command flow ------------------------------------------------------------
 
 

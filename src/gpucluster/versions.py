@@ -31,6 +31,10 @@ PULUMI = "v3.274.1"
 #: for why the local world runs an older Volcano).
 VOLCANO_LOCAL = "v1.14.1"
 VOLCANO_APIS = "v1.14.0"
+#: NVIDIA/k8s-device-plugin (device plugin + GPU Feature Discovery) whose code nvidia-oracle runs:
+#: the release the pinned GPU Operator chart deploys (tests/upstream/facts/device-plugin.yaml,
+#: operator-bundled-device-plugin-version). Served by the Go module proxy at this exact version.
+K8S_DEVICE_PLUGIN = "v0.19.0"
 
 # Images the NicClusterPolicy deploys; the network operator release names them after itself.
 NETWORK_OPERATOR_IMAGES = {"repository": "nvcr.io/nvidia/mellanox", "version": "network-operator-v26.4.1"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster import versions
 from gpucluster.errors import GoMissing, ToolMissing
 from gpucluster.toolchain import TOOLS, cache, core, gobuild
 from gpucluster.toolchain.versions import DEFAULT_TOOLS, KUBERNETES
@@ -18,10 +19,16 @@ FAKE_GO = """#!/bin/sh
 echo "$@" >> "$FAKE_GO_LOG"
 if [ "$1" = env ]; then echo "${FAKE_GO_VERSION:-go1.26.8}"; exit 0; fi
 if [ -n "$FAKE_GO_FAIL" ]; then echo "compile error: boom" >&2; exit 1; fi
-out=""; pkgs=""; take=0
+echo "CGO_ENABLED=$CGO_ENABLED GOFLAGS=$GOFLAGS $1" >> "$FAKE_GO_LOG.env"
+if [ "$1" = run ]; then  # a generator: go run PKG -out DIR writes DIR/overlay.json
+  while [ "$1" != -out ]; do shift; done
+  mkdir -p "$2" && echo '{"Replace": {}}' > "$2/overlay.json"; exit 0
+fi
+out=""; pkgs=""; take=0; skip=0
 for a in "$@"; do
   if [ $take = 1 ]; then out="$a"; take=0; continue; fi
-  case "$a" in -o) take=1 ;; -*|build) ;; *) pkgs="$pkgs $a" ;; esac
+  if [ $skip = 1 ]; then skip=0; continue; fi
+  case "$a" in -o) take=1 ;; -overlay|-tags) skip=1 ;; -*|build) ;; *) pkgs="$pkgs $a" ;; esac
 done
 for p in $pkgs; do
   case "$p" in *\\ *|*=*) continue ;; esac
@@ -113,6 +120,40 @@ def test_ensure_builds_once_per_module_then_uses_the_cache(env: Path) -> None:
     (env / "go.log").unlink()
     assert core.ensure(names, progress=False) == paths
     assert not (env / "go.log").exists() or "build" not in (env / "go.log").read_text()
+
+
+def test_generator_runs_first_and_its_overlay_reaches_the_cgo_build(env: Path) -> None:
+    tool = TOOLS["nvidia-oracle"]
+    path = core.ensure(["nvidia-oracle"], progress=False)["nvidia-oracle"]
+    assert path == cache.version_dir(tool) / "nvidia-oracle" and path.is_file()
+    calls = [c for c in (env / "go.log").read_text().splitlines() if not c.startswith("env ")]
+    run, build = calls[-2], calls[-1]
+    assert run.startswith("run ./extract -out ") and run.endswith("/.generated")
+    assert build.startswith("build -overlay ") and f"{run.split()[-1]}/overlay.json" in build
+    assert "internal/info.version=" + tool.version.split("-src")[0] in build
+    environments = (env / "go.log.env").read_text().splitlines()
+    assert environments[-2:] == ["CGO_ENABLED=0 GOFLAGS=-mod=readonly -buildvcs=false run",
+                                 "CGO_ENABLED=1 GOFLAGS=-mod=readonly -buildvcs=false build"]
+    assert not list((cache.cache_root() / "tools").glob(".*")), "generated files left behind"
+
+
+def test_cgo_build_without_a_c_compiler_is_one_clear_error(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CC", "no-such-cc")
+    with pytest.raises(GoMissing, match=r"no C compiler \(no-such-cc\) found: nvidia-oracle is built with cgo"):
+        core.ensure(["nvidia-oracle"], progress=False)
+    assert not (env / "go.log.env").exists()  # nothing was built
+
+
+def test_oracle_is_a_default_tool_pinned_once() -> None:
+    tool = TOOLS["nvidia-oracle"]
+    assert "nvidia-oracle" in DEFAULT_TOOLS  # the simulator needs it whenever the local world runs
+    assert tool.version.startswith(versions.K8S_DEVICE_PLUGIN + "-src")
+    module = gobuild.wrappers_root() / "nvidia-oracle"
+    gomod = (module / "go.mod").read_text()
+    assert f"\tgithub.com/NVIDIA/k8s-device-plugin {versions.K8S_DEVICE_PLUGIN}\n" in gomod
+    # upstream code copied at build time never sits in the source tree
+    assert not list(module.glob("zz_upstream_*.go"))
+    assert "zz_upstream_*.go" in (module / ".gitignore").read_text()
 
 
 def test_matching_binary_on_path_is_used_and_other_versions_are_not(env: Path) -> None:

@@ -12,6 +12,8 @@ the local world runs it in the background as an add-on (:mod:`gpucluster.addons.
 - :mod:`.objects`: the Node and ResourceSlice objects (pure)
 - :mod:`.silicon`: what each host physically has
 - :mod:`.dcgm`: a DCGM-exporter-style metrics endpoint for the simulated GPUs
+- :mod:`.oracle`: client of nvidia-oracle, NVIDIA's own GFD / device-plugin code over a mock NVML
+- :mod:`.nvml`: what NVML reports per GPU model (``data/nvml.yaml``, from upstream sources)
 """
 
 from gpucluster.simulator.reconcile import BANNER, FAULTS, Simulator, SyncReport, attach

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpucluster.errors import GoMissing, ToolError
-from gpucluster.toolchain.versions import CRD_PACKAGES, MIN_GO, Tool
+from gpucluster.toolchain.versions import CRD_PACKAGES, MIN_GO, Tool, wrappers_root
 
 Progress = Callable[[str], None]
 
@@ -23,14 +23,6 @@ _GO_HINT = (
 
 #: Where Go lands when installed from the upstream tarball but not put on PATH.
 FALLBACK_GO: tuple[str, ...] = ("/usr/local/go/bin/go",)
-
-
-def wrappers_root() -> Path:
-    """The repository's ``tools/`` folder holding the wrapper modules."""
-    explicit = os.environ.get("GPUCLUSTER_TOOLS_SRC")
-    if explicit:
-        return Path(explicit)
-    return Path(__file__).resolve().parents[3] / "tools"
 
 
 def find_go() -> tuple[Path, str]:
@@ -52,17 +44,19 @@ def find_go() -> tuple[Path, str]:
     return go, out
 
 
-def go_env(go: Path) -> dict[str, str]:
+def go_env(go: Path, *, cgo: bool = False) -> dict[str, str]:
     """Environment for reproducible, static, module-mode builds that never switch toolchains.
 
     ``go``'s folder leads PATH so that tools calling ``go`` themselves (controller-gen) find it.
+    ``-mod=readonly``: a build never rewrites a committed go.mod and fails on a checksum go.sum
+    lacks instead of fetching it silently. ``cgo`` is for the one tool that needs it.
     """
     env = dict(os.environ)
     env["PATH"] = f"{go.parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(
         GOWORK="off",
         GOTOOLCHAIN="local",
-        CGO_ENABLED="0",
+        CGO_ENABLED="1" if cgo else "0",
         # -mod=readonly: the committed go.mod/go.sum of each wrapper module pin every dependency and its
         # hash; a build never resolves or records anything new (a missing sum fails the build).
         GOFLAGS="-mod=readonly -buildvcs=false",
@@ -70,14 +64,29 @@ def go_env(go: Path) -> dict[str, str]:
     return env
 
 
-def _run_logged(cmd: Sequence[str], cwd: Path, log: Path, label: str, progress: Progress | None) -> None:
+def find_c_compiler() -> str:
+    """The C compiler cgo will use (``$CC``, else gcc or cc on PATH); raise :class:`GoMissing` if none."""
+    wanted = os.environ.get("CC")
+    for name in ([wanted] if wanted else ["gcc", "cc"]):
+        found = shutil.which(name.split()[0])
+        if found:
+            return found
+    raise GoMissing(
+        f"no C compiler ({wanted or 'gcc or cc'}) found: nvidia-oracle is built with cgo (go-nvml's NVML "
+        "bindings). Install one (apt-get install gcc) or set CC"
+    )
+
+
+def _run_logged(
+    cmd: Sequence[str], cwd: Path, log: Path, label: str, progress: Progress | None, *, cgo: bool = False
+) -> None:
     """Run ``cmd`` with output to ``log``, reporting every minute; raise ToolError on failure."""
     go, _ = find_go()
     start = time.monotonic()
-    with log.open("w") as fh:
+    with log.open("a") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=go_env(go), stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=go_env(go, cgo=cgo), stdout=fh, stderr=subprocess.STDOUT)
         next_note = 60.0
         while proc.poll() is None:
             time.sleep(0.5)
@@ -91,7 +100,12 @@ def _run_logged(cmd: Sequence[str], cwd: Path, log: Path, label: str, progress: 
 
 
 def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress | None = None) -> None:
-    """Build the main packages of ``tools`` (all from one wrapper module) into ``out_dir``."""
+    """Build the main packages of ``tools`` (all from one wrapper module) into ``out_dir``.
+
+    A tool with ``generate`` first runs that generator (``go run PKG -out DIR``, DIR inside
+    ``out_dir``) and builds with the ``-overlay`` it writes, so generated files never land in the
+    source tree.
+    """
     modules = {t.module for t in tools}
     if len(modules) != 1:
         raise ValueError(f"build_go needs tools of one wrapper module, got {sorted(modules)}")
@@ -99,6 +113,10 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
     module_dir = wrappers_root() / modules.pop()
     if not (module_dir / "go.mod").is_file():
         raise ToolError(f"wrapper module {module_dir}/go.mod is missing (set GPUCLUSTER_TOOLS_SRC?)")
+    cgo = any(t.cgo for t in tools)
+    if cgo:
+        find_c_compiler()
+    label = ", ".join(t.name for t in tools)
     ldflags = ["-s", "-w"]
     for tool in tools:
         ldflags += [f for f in tool.ldflags if f not in ldflags]
@@ -106,8 +124,18 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
     tags = sorted({tag for t in tools for tag in t.tags})
     if tags:
         cmd[2:2] = ["-tags", ",".join(tags)]
+    generators = sorted({t.generate for t in tools if t.generate})
+    if len(generators) > 1:
+        raise ValueError(f"one wrapper module has one generator, got {generators}")
+    if generators:
+        generated = out_dir / ".generated"
+        _run_logged([str(go), "run", generators[0], "-out", str(generated)], module_dir, log, label, progress)
+        overlay = generated / "overlay.json"
+        if not overlay.is_file():
+            raise ToolError(f"{generators[0]} wrote no {overlay.name}; log: {log}")
+        cmd[2:2] = ["-overlay", str(overlay)]
     cmd += [t.package for t in tools]
-    _run_logged(cmd, module_dir, log, ", ".join(t.name for t in tools), progress)
+    _run_logged(cmd, module_dir, log, label, progress, cgo=cgo)
     for tool in tools:
         built = out_dir / default_binary_name(tool.package)
         if built.name != tool.binary:

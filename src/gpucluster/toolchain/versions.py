@@ -8,7 +8,10 @@ binaries) are built by one ``go build`` call, so they share one compile.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gpucluster import versions
 
@@ -25,6 +28,7 @@ PROMTOOL = f"v0.{_major}{int(_minor):02d}.{_patch}"
 PULUMI = versions.PULUMI
 PULUMI_KUBERNETES = f"v{versions.PULUMI_KUBERNETES_PROVIDER}"
 VOLCANO = versions.VOLCANO_LOCAL
+K8S_DEVICE_PLUGIN = versions.K8S_DEVICE_PLUGIN
 
 #: Oldest Go that builds every pinned module (their go.mod files say go 1.24 … 1.26).
 MIN_GO = (1, 24)
@@ -67,11 +71,43 @@ class Tool:
     optional: bool = False
     #: Go build tags (e.g. promtool's ``remove_all_sd`` leaves out the cloud service-discovery SDKs).
     tags: tuple[str, ...] = ()
+    #: Build with cgo (needs a C compiler); everything else is built static with CGO_ENABLED=0.
+    cgo: bool = False
+    #: A main package inside the wrapper module run as ``go run <generate> -out DIR`` before the
+    #: build; the ``DIR/overlay.json`` it writes is passed to ``go build -overlay`` (files added at
+    #: build time that must never be committed, e.g. code copied from the module cache).
+    generate: str = ""
 
     @property
     def binary(self) -> str:
         """File name in the cache (a directory name for generated artifacts)."""
         return self.name
+
+
+def wrappers_root() -> Path:
+    """The repository's ``tools/`` folder holding the wrapper modules (``$GPUCLUSTER_TOOLS_SRC``)."""
+    explicit = os.environ.get("GPUCLUSTER_TOOLS_SRC")
+    if explicit:
+        return Path(explicit)
+    return Path(__file__).resolve().parents[3] / "tools"
+
+
+def _source_digest(module: str) -> str:
+    """A short digest of a wrapper module's own files (Go sources, go.mod, go.sum).
+
+    Tools built from our own code (not only from an upstream pin) put it in their version, so the
+    cache never serves a binary built from older sources. ``src`` when the folder is absent (an
+    installed package without the repository's ``tools/``: such a tool cannot be built there).
+    """
+    root = wrappers_root() / module
+    files = sorted(p for p in root.rglob("*") if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
+                   and not p.name.startswith("zz_upstream_"))
+    if not files:
+        return "src"
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return "src" + digest.hexdigest()[:10]
 
 
 def _k8s(name: str, *, optional: bool = False, version_args: tuple[str, ...] = ("--version",)) -> Tool:
@@ -178,6 +214,21 @@ _ALL: list[Tool] = [
         package="volcano.sh/volcano/cmd/controller-manager",
         ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
         version_text=f"Version: {VOLCANO}\n",
+    ),
+    # NVIDIA's own GFD / device-plugin code (k8s-device-plugin, the release the GPU Operator deploys)
+    # over a mock NVML: the GPU simulator asks it what the node agents would publish, so the local
+    # world needs it. cgo: go-nvml's bindings (dlopen only; the mock never loads libnvidia-ml).
+    # ./extract copies upstream's package-main start-up code in at build time (tools/README.md).
+    # The version folder carries a digest of our sources so a changed oracle is rebuilt.
+    Tool(
+        name="nvidia-oracle",
+        version=f"{K8S_DEVICE_PLUGIN}-{_source_digest('nvidia-oracle')}",
+        module="nvidia-oracle",
+        package="github.com/NVIDIA/k8s-device-plugin/gpucluster-oracle",
+        ldflags=(f"-X github.com/NVIDIA/k8s-device-plugin/internal/info.version={K8S_DEVICE_PLUGIN}",),
+        version_args=(),
+        cgo=True,
+        generate="./extract",
     ),
     # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds). Optional until
     # generate_crds reads the tool's own module and packages (it only knows tools/crds today);

@@ -1,0 +1,140 @@
+"""What NVML reports for each catalog GPU model (``data/nvml.yaml``), as nvidia-oracle requests.
+
+The facts come from upstream (NVIDIA's real-hardware nvidia-smi captures and go-nvml's mock GPUs),
+each with its source in the file; a field no upstream source gives is marked ``unsourced`` there and
+holds the catalog's value. :func:`gpu_request` turns a model into an
+:class:`~gpucluster.simulator.oracle.GpuRequest`; nothing here computes labels or resource names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from gpucluster.errors import SimulatorError
+from gpucluster.simulator.oracle import GpuRequest, MigProfile
+
+
+@dataclass(frozen=True)
+class MigTable:
+    """A model's GPU-instance profiles and the GPU memory total they were written for.
+
+    ``placements`` maps a profile name to (memory-slice starts, size); empty when unsourced.
+    """
+
+    device_memory_mib: int
+    profiles: tuple[MigProfile, ...]
+    placements: dict[str, tuple[tuple[int, ...], int]]
+
+
+@dataclass(frozen=True)
+class NvmlModel:
+    """One GPU model as NVML reports it. ``unsourced`` names the fields no upstream source gives."""
+
+    name: str
+    product_name: str
+    memory_mib: int
+    compute_capability: str
+    architecture: str
+    mig_capable: bool
+    pci_device_id: str
+    mig: MigTable | None
+    unsourced: tuple[str, ...]
+
+
+def _field(model: str, data: dict[str, Any], key: str, unsourced: list[str]) -> Any:
+    entry = data[key]
+    if "unsourced" in entry:
+        unsourced.append(key)
+    elif "source" not in entry:
+        raise ValueError(f"nvml.yaml {model}.{key}: neither source nor unsourced")
+    return entry["value"]
+
+
+def _mig(model: str, data: dict[str, Any] | None, unsourced: list[str]) -> MigTable | None:
+    if data is None:
+        return None
+    if "unsourced" in data:
+        unsourced.append("mig")
+        return None
+    placements: dict[str, tuple[tuple[int, ...], int]] = {}
+    if "unsourced" in data["placementsSource"]:
+        unsourced.append("mig.placements")
+    profiles = []
+    for p in data["profiles"]:
+        profiles.append(MigProfile(
+            name=p["name"], gi_profile_id=p["giProfileId"], memory_mib=p["memoryMiB"], instances=p["instances"],
+            multiprocessors=p["multiprocessors"], copy_engines=p["copyEngines"], decoders=p["decoders"],
+            encoders=p["encoders"], jpegs=p["jpegs"], ofas=p["ofas"],
+        ))
+        if "starts" in p:
+            placements[p["name"]] = (tuple(p["starts"]), p["size"])
+    total = _field(model, data, "deviceMemoryMiB", unsourced)
+    return MigTable(device_memory_mib=total, profiles=tuple(profiles), placements=placements)
+
+
+@cache
+def models() -> dict[str, NvmlModel]:
+    """Every model of ``data/nvml.yaml`` by catalog name."""
+    raw = yaml.safe_load(resources.files("gpucluster.simulator").joinpath("data/nvml.yaml").read_text())
+    out: dict[str, NvmlModel] = {}
+    for name, data in raw["models"].items():
+        unsourced: list[str] = []
+        out[name] = NvmlModel(
+            name=name,
+            product_name=_field(name, data, "productName", unsourced),
+            memory_mib=_field(name, data, "memoryMiB", unsourced),
+            compute_capability=_field(name, data, "computeCapability", unsourced),
+            architecture=_field(name, data, "architecture", unsourced),
+            mig_capable=_field(name, data, "migCapable", unsourced),
+            pci_device_id=_field(name, data, "pciDeviceId", unsourced) if "pciDeviceId" in data else "",
+            mig=_mig(name, data.get("mig"), unsourced),
+            unsourced=tuple(unsourced),
+        )
+    return out
+
+
+def model(name: str) -> NvmlModel:
+    """The NVML facts of catalog model ``name``."""
+    try:
+        return models()[name]
+    except KeyError:
+        raise SimulatorError(f"no NVML facts for GPU model {name!r} in simulator/data/nvml.yaml") from None
+
+
+def gpu_request(name: str, count: int = 1, mig_devices: tuple[str, ...] = (),
+                mig_enabled: bool | None = None) -> GpuRequest:
+    """``count`` GPUs of model ``name`` with ``mig_devices`` configured on each.
+
+    MIG is enabled when ``mig_devices`` is non-empty unless ``mig_enabled`` says otherwise. With MIG
+    enabled the request carries the model's MIG table and, as NVML memory, the total that table was
+    written for (see nvml.yaml: for H100 it is go-nvml's nominal 81920 MiB, not the real 81559). With
+    MIG disabled the whole-GPU memory is used and the profiles are left out: a MIG-disabled GPU
+    publishes nothing about them, and some models have no usable table.
+    """
+    m = model(name)
+    enabled = bool(mig_devices) if mig_enabled is None else mig_enabled
+    if not enabled:
+        if mig_devices:
+            raise SimulatorError(f"{name}: MIG devices {list(mig_devices)} need MIG enabled")
+        return GpuRequest(
+            product_name=m.product_name, memory_mib=m.memory_mib, compute_capability=m.compute_capability,
+            architecture=m.architecture, count=count, mig_capable=m.mig_capable, pci_device_id=m.pci_device_id,
+        )
+    if not m.mig_capable:
+        raise SimulatorError(f"{name} is not MIG-capable")
+    if m.mig is None:
+        raise SimulatorError(f"{name}: no upstream MIG profile table (simulator/data/nvml.yaml says why)")
+    known = {p.name for p in m.mig.profiles}
+    unknown = sorted(set(mig_devices) - known)
+    if unknown:
+        raise SimulatorError(f"{name}: MIG profiles {unknown} are not among NVML's {sorted(known)}")
+    return GpuRequest(
+        product_name=m.product_name, memory_mib=m.mig.device_memory_mib, compute_capability=m.compute_capability,
+        architecture=m.architecture, count=count, mig_capable=True, mig_profiles=m.mig.profiles,
+        mig_enabled=True, mig_devices=tuple(mig_devices), pci_device_id=m.pci_device_id,
+    )
