@@ -4,8 +4,8 @@ Prints:
   cost snapshot    seconds to load and to compute + render a JSON snapshot of NAMESPACES x MODELS
                    series of 5-minute intervals over DAYS (what `gpucluster cost --snapshot` costs for
                    a month), and intervals per second
-  scrape           mean / p95 milliseconds per scrape of the simulated exporter for N GPUs, and the
-                   ratio to the exporter's default 15 s interval (how much headroom the simulator has)
+  scrape           mean / p95 milliseconds to scrape every node's simulated exporter (8 GPUs each) for
+                   N GPUs, and the ratio to a 15 s scrape interval (how much headroom the simulator has)
 
 Usage: python benchmarks/bench_observability.py [--days 30] [--namespaces 20] [--gpus 64,512]
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpucluster.cost import data, report
 from gpucluster.promtext import scrape
-from gpucluster.simulator.dcgm import MetricsServer
+from gpucluster.simulator.dcgm import Fleet
 from gpucluster.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,13 +55,13 @@ def bench_cost(days: int, namespaces: int) -> None:
 
 def bench_scrape(gpus: int, rounds: int = 30) -> None:
     nodes = {f"node-{i}": [{"index": g} for g in range(8)] for i in range(gpus // 8)}
-    with MetricsServer(nodes) as srv:
+    with Fleet(nodes) as fleet:
         for i, node in enumerate(nodes):
-            srv.set(node, i % 8, utilization=i % 100, xid=79 if i % 17 == 0 else 0)
+            fleet.set(node, i % 8, gr_engine_active=(i % 100) / 100, xid=79 if i % 17 == 0 else 0)
         times = []
         for _ in range(rounds):
             started = time.perf_counter()
-            samples = scrape(srv.url)
+            samples = [s for url in fleet.urls.values() for s in scrape(url)]
             times.append(time.perf_counter() - started)
     mean, p95 = statistics.mean(times), sorted(times)[int(0.95 * (len(times) - 1))]
     print(f"scrape: {gpus} GPUs, {len(samples):,} samples: mean {mean * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms "

@@ -32,6 +32,9 @@ FAULT_UNHEALTHY_GPUS = "gpucluster.dev/simulate-unhealthy-gpus"  # GPU indices, 
 FAULT_MISSING_DEVICES = "gpucluster.dev/simulate-missing-devices"  # DRA device names, "gpu-2,gpu-5"
 FAULT_PRODUCT = "gpucluster.dev/simulate-product"  # the value GFD's product label shows
 FAULT_NOT_READY = "gpucluster.dev/simulate-not-ready"  # "true": kwok keeps the node NotReady
+#: Node annotation read by the simulated DCGM exporter: JSON knobs per GPU ("0") or MIG instance
+#: ("0/3" = GPU 0, GPU instance 3), e.g. {"0": {"xid": 79, "gr_engine_active": 0.02}}.
+SIMULATE_DCGM = "gpucluster.dev/simulate-dcgm"
 
 # -- Kubernetes -----------------------------------------------------------------------------------
 MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -80,8 +80,18 @@ def require_free(port: int, what: str) -> None:
             ) from None
 
 
-def spawn(name: str, binary: Path, args: list[str], log: Path, health_url: str = "", port: int = 0) -> Component:
-    """Start ``binary args`` detached (own session, output to ``log``) and describe it."""
+def spawn(name: str, binary: Path, args: list[str], log: Path, health_url: str = "", port: int = 0,
+          env: dict[str, str | None] | None = None) -> Component:
+    """Start ``binary args`` detached (own session, output to ``log``) and describe it.
+
+    ``env`` changes the inherited environment: a value sets a variable, None removes it.
+    """
+    environ = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as fh:
         fh.write(f"\n==> {time.strftime('%Y-%m-%dT%H:%M:%S')} {binary} {' '.join(args)}\n".encode())
@@ -93,6 +103,7 @@ def spawn(name: str, binary: Path, args: list[str], log: Path, health_url: str =
             stderr=subprocess.STDOUT,
             start_new_session=True,  # survives the CLI; Ctrl-C in the terminal does not reach it
             close_fds=True,
+            env=environ,
         )
     return Component(
         name=name,

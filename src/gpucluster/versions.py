@@ -15,6 +15,12 @@ KUBERNETES = "1.37.2"
 # manage their own driver on Debian 12 get the 535 series from non-free (see roles/nvidia_driver).
 NVIDIA_DRIVER = "580.95.05"
 
+#: The DCGM exporter the pinned GPU Operator chart deploys (its dcgmExporter.version, without the
+#: image flavour). gpucluster does not pin it; what it can and cannot do decides what monitoring does.
+DCGM_EXPORTER = "4.5.1-4.8.0"
+#: The ResourceSlice API that exporter watches for DRA attribution (KUBERNETES_ENABLE_DRA).
+DCGM_EXPORTER_DRA_API = "resource.k8s.io/v1beta1"
+
 #: The Kubernetes provider the stacks ask the Pulumi engine for (built into the toolchain).
 PULUMI_KUBERNETES_PROVIDER = "4.25.0"
 
@@ -24,8 +30,11 @@ KWOK = "v0.8.0"
 CONTROLLER_TOOLS = "v0.20.0"
 #: Upstream API modules whose CRDs controller-gen generates for the local world.
 PROMETHEUS_OPERATOR_APIS = "v0.95.2"
-#: Prometheus 3.16.0 is Go module version v0.316.0 (promtool comes from it).
+#: Prometheus 3.16.0 is Go module version v0.316.0 (promtool and the local world's server come from it).
 PROMETHEUS = "3.16.0"
+#: The Prometheus Operator the local world's monitoring add-on runs (cmd/operator). Not the CRDs'
+#: version above: the v0.95.2 main module is not served as a Go module here, v0.85.0 is.
+PROMETHEUS_OPERATOR = "v0.85.0"
 PULUMI = "v3.274.1"
 #: Volcano binaries of the local world (the chart pin is in the component registry; see the README
 #: for why the local world runs an older Volcano).

@@ -199,16 +199,17 @@ def test_node_not_ready(deployed, tmp_path, capsys):
 
 
 def test_metrics_health_names_node_and_gpu(deployed, tmp_path, capsys):
-    from gpucluster.simulator.dcgm import MetricsServer, devices_for
+    from gpucluster.simulator.dcgm import Fleet, devices_for
 
     lw, _sim, _ = deployed
     spec = load_spec(LOCAL)
-    with MetricsServer(devices_for(spec)) as server:
-        server.inject_xid("h200-1", 3, 79)
-        server.inject_ecc("l4-2", 1, double_bit=2)
+    with Fleet(devices_for(spec)) as fleet:  # one simulated exporter per GPU node
+        fleet.inject_xid("h200-1", 3, 79)
+        fleet.inject_ecc("l4-2", 1, double_bit=2)
         report = tmp_path / "m.json"
-        code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig),
-                           "--metrics-url", server.url, "--json", str(report)])
+        urls = [a for url in fleet.urls.values() for a in ("--metrics-url", url)]
+        code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), *urls,
+                           "--json", str(report)])
         capsys.readouterr()
         data = json.loads(report.read_text())
     bad = {(r["check"], r["subject"]): r["actual"] for r in data["results"] if r["verdict"] == "fail"}

@@ -18,6 +18,7 @@ import promtool_rulegen as rulegen  # tests/promtool is on sys.path (pytest root
 import pytest
 import yaml
 
+from gpucluster import catalog
 from gpucluster.render import dashboard, monitoring
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import Alerts
@@ -51,11 +52,22 @@ def _write_case(folder: Path, spec, pinned: dict) -> tuple[Path, dict]:
     (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
     tenants = [{"namespace": t.ns, "tenant": t.name, "queue": t.name} for t in spec.tenants]
-    tests, cases = rulegen.build(alerts, pinned, PINNED["constants"], tenants)
+    tests, cases = rulegen.build(alerts, pinned, PINNED["constants"], tenants, mig_shares(spec))
     # fuzzy_compare: recorded averages may differ from the exact value by one float ulp.
     doc = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "fuzzy_compare": True, "tests": tests}
     (folder / "tests.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return folder / "tests.yaml", cases
+
+
+def mig_shares(spec) -> dict[tuple[str, int], float]:
+    """(DCGM modelName, compute slices) → share of the GPU, for the MIG-capable models of the spec's pools."""
+    out = {}
+    for pool in spec.gpu_pools:
+        model = catalog.get(pool.gpu.model)
+        if model.mig:
+            for profile in model.mig.profiles.values():
+                out[(model.product_name, profile.compute)] = profile.compute / model.mig.compute_slices
+    return out
 
 
 def _raw(env: str) -> dict:
@@ -106,6 +118,9 @@ def test_pinned_thresholds_match_the_spec(env):
     hint = f"inventories/{env}/cluster.yaml and tests/promtool/thresholds.yaml ({env}) disagree"
     assert actual == pinned, hint
     assert node_gpus == PINNED[env]["nodeGpus"], hint
+    shared = {h: p.sharing.replicas for p in monitoring.shared_pools(spec) for h in p.hosts}
+    models = {catalog.get(p.gpu.model).product_name for p in monitoring.shared_pools(spec)}
+    assert {"replicas": shared, "model": ",".join(sorted(models))} == PINNED[env]["sharedGpus"], hint
     constants = PINNED["constants"]
     assert (monitoring.FRAMEBUFFER_FOR, monitoring.TEMPERATURE_FOR, monitoring.GPU_COUNT_FOR,
             monitoring.IDLE_PERCENT) == (constants["framebufferFor"], constants["temperatureFor"],

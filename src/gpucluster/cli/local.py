@@ -231,3 +231,58 @@ def describe_node(node: dict[str, Any], dra_devices: int | None) -> str:
         f"{name:<16} Ready={ready:<7} {labels.get(L.GPU_PRODUCT, '-'):<28} "
         f"{gpus_ or '-'}{dra}{'  faults: ' + ' '.join(faults) if faults else ''}"
     )
+
+
+# -- monitoring: the real Prometheus Operator and Prometheus, simulated exporters -------------------
+
+@local.group("monitoring")
+def monitoring_group() -> None:
+    """The real Prometheus Operator and Prometheus on loopback, scraping simulated DCGM exporters."""
+
+
+@monitoring_group.command("up")
+@options.local_state_dir
+@options.inventory
+@click.option("--scrape-interval", default="30s", show_default=True, help="The Prometheus object's scrapeInterval.")
+@click.option("--evaluation-interval", default="30s", show_default=True,
+              help="The Prometheus object's evaluationInterval.")
+def monitoring_up(state_dir: Path | None, inventory: Path | None, scrape_interval: str,
+                  evaluation_interval: str) -> None:
+    """Start monitoring on a running local world (needs `gpucluster tools install prometheus prometheus-operator`)."""
+    from gpucluster.addons import monitoring
+
+    world = World(state_dir)
+    if not world.healthy():
+        raise Failed(f"the local world is not running (state: {world.dir}); run `gpucluster local up` first")
+    spec = inventories.load(inventory)
+    monitoring.start(world, spec, inventories.resolve(inventory), scrape_interval=scrape_interval,
+                     evaluation_interval=evaluation_interval, say=_say)
+    click.echo(f"Prometheus: {monitoring.url(world)}")
+
+
+@monitoring_group.command("run")
+@click.option("--settings", "settings_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The settings file the add-on wrote.")
+def monitoring_run(settings_file: Path) -> None:
+    """The add-on's background process (simulated exporters, kube-state-metrics, config sync) until stopped."""
+    from gpucluster.addons.monitoring_runtime import Runtime, Settings
+    from gpucluster.simulator.dcgm_live import BANNER as DCGM_BANNER
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = Settings.load(settings_file)
+    click.echo(DCGM_BANNER, err=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    kubeconfig = Path(settings.kubeconfig)
+
+    def watch_world() -> None:
+        while not stop.wait(1.0):
+            if not kubeconfig.exists():
+                logging.info("kubeconfig %s is gone (world down): stopping", kubeconfig)
+                stop.set()
+
+    threading.Thread(target=watch_world, daemon=True).start()
+    try:
+        Runtime(settings).run(stop)
+    except KeyboardInterrupt:
+        pass

@@ -2,7 +2,10 @@
 
 Both sources become :class:`Usage` intervals: over ``[start, end)``, namespace N held ``allocated``
 GPUs of a model, of which ``used`` GPUs' worth was busy (allocated x average activity). Prometheus
-data come from our recording rules; each query_range point at ``t`` stands for ``[t, t + step)``.
+data come from our recording rules (``render/monitoring.py``): allocation in GPU-equivalents (a MIG
+instance or a shared-GPU replica as its share of the parent GPU, whose ``modelName`` it carries),
+activity from ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``; each query_range point at ``t`` stands for
+``[t, t + step)``.
 
 Snapshot files (JSON or CSV) are documented in ``docs/observability.md``; ``--save-snapshot`` writes
 the JSON form from a Prometheus query, so a report can be re-run offline.

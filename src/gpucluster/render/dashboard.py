@@ -15,6 +15,12 @@ from typing import Any
 from gpucluster.render.common import Obj, config_map
 from gpucluster.spec.model import ClusterSpec
 
+# Not imported from render.monitoring (which imports this module): the activity series and the
+# labels that identify one GPU or MIG instance, as monitoring.ACTIVITY and monitoring.DEVICE_KEY
+# (tests/unit/render/test_render_dashboard.py holds them equal).
+ACTIVITY = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+DEVICE_KEY = "node, gpu, GPU_I_ID"
+
 CONFIGMAP = "gpucluster-gpu-dashboard"
 DASHBOARD_KEY = "gpucluster-gpus.json"
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
@@ -27,14 +33,16 @@ _NODE = 'node=~"$node"'
 Panel = tuple[str, str, str, list[tuple[str, str]], int]
 
 PANELS: list[Panel] = [
-    ("GPU utilization per node", "timeseries", "percent",
-     [(f"avg by (node) (DCGM_FI_DEV_GPU_UTIL{{{_NODE}}})", "{{node}}")], 12),
+    # Activity (0..1) rather than DCGM_FI_DEV_GPU_UTIL, which MIG instances do not report.
+    ("GPU utilization per node (graphics engine active)", "timeseries", "percentunit",
+     [(f"avg by (node) ({ACTIVITY}{{{_NODE}}})", "{{node}}")], 12),
     ("Framebuffer used per node", "timeseries", "percent",
      [(f"100 * sum by (node) (DCGM_FI_DEV_FB_USED{{{_NODE}}}) / sum by (node) "
        f"(DCGM_FI_DEV_FB_USED{{{_NODE}}} + DCGM_FI_DEV_FB_FREE{{{_NODE}}})", "{{node}}")], 12),
-    ("GPU utilization per pod", "timeseries", "percent",
-     [(f'avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{{pod!="", {_NODE}}})', "{{namespace}}/{{pod}}")], 12),
-    ("Framebuffer used per pod", "timeseries", "decmbytes",
+    ("GPU utilization per pod (graphics engine active)", "timeseries", "percentunit",
+     [(f'avg by (namespace, pod) ({ACTIVITY}{{pod!="", {_NODE}}})', "{{namespace}}/{{pod}}")], 12),
+    # DCGM reports framebuffer in MiB: Grafana's "mbytes" (decmbytes would be SI megabytes).
+    ("Framebuffer used per pod", "timeseries", "mbytes",
      [(f'sum by (namespace, pod) (DCGM_FI_DEV_FB_USED{{pod!="", {_NODE}}})', "{{namespace}}/{{pod}}")], 12),
     ("GPUs allocated vs quota per tenant", "timeseries", "short",
      [("sum by (namespace) (namespace:gpucluster_gpus_allocated:count)", "{{namespace}} allocated"),
@@ -43,8 +51,10 @@ PANELS: list[Panel] = [
     ("Pending GPU pods per queue", "timeseries", "short",
      [("sum by (queue) (namespace:gpucluster_pending_gpu_pods:count"
        " * on (namespace) group_left (queue) gpucluster:tenant_info)", "{{queue}}")], 12),
+    # Each XID value is its own series (label err_code): a new XID is a series that was not there.
     ("XID errors (new in the last 5m)", "table", "short",
-     [(f"changes(DCGM_FI_DEV_XID_ERRORS{{{_NODE}}}[5m]) > 0", "{{node}} GPU {{gpu}}")], 8),
+     [(f"DCGM_FI_DEV_XID_ERRORS{{{_NODE}}} != 0 unless on ({DEVICE_KEY}, err_code) "
+       f"(DCGM_FI_DEV_XID_ERRORS{{{_NODE}}} offset 5m)", "{{node}} GPU {{gpu}} XID {{err_code}}")], 8),
     ("ECC errors (last hour)", "timeseries", "short",
      [(f"sum by (node, gpu) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{_NODE}}}[1h]))",
        "DBE {{node}} GPU {{gpu}}"),
@@ -107,8 +117,8 @@ def dashboard(spec: ClusterSpec) -> dict[str, Any]:
         "templating": {"list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"},
             {"name": "node", "type": "query", "datasource": DATASOURCE, "label": "Node",
-             "query": {"query": "label_values(DCGM_FI_DEV_GPU_UTIL, node)", "refId": "node"},
-             "definition": "label_values(DCGM_FI_DEV_GPU_UTIL, node)",
+             "query": {"query": f"label_values({ACTIVITY}, node)", "refId": "node"},
+             "definition": f"label_values({ACTIVITY}, node)",
              "includeAll": True, "multi": True, "allValue": ".*", "refresh": 2,
              "current": {"text": "All", "value": "$__all"}},
         ]},

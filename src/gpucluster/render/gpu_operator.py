@@ -11,7 +11,7 @@ from __future__ import annotations
 import yaml
 
 from gpucluster.render.common import Obj, config_map
-from gpucluster.render.monitoring import DCGM_CONFIGMAP, dcgm_metrics_configmap
+from gpucluster.render.monitoring import DCGM_CONFIGMAP, dcgm_metrics_configmap, exporter_env
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ChartRef, ClusterSpec, NodePool, SharingMode
 
@@ -99,8 +99,10 @@ def values(spec: ClusterSpec) -> dict:
         v["migManager"]["config"] = {"name": MIG_CONFIGMAP, "default": "all-disabled"}
     if g.dcgm_exporter.enabled:
         v["dcgmExporter"]["config"] = {"name": DCGM_CONFIGMAP}
-        # Our own ServiceMonitor (monitoring component) relabels the node name; the chart's is off
-        # so there is exactly one scrape of every exporter.
+        v["dcgmExporter"]["env"] = exporter_env(spec)
+        # Our own ServiceMonitor (monitoring component, named differently: the operator deletes
+        # its own name while this is off) adds the node and keeps the pod attribution; the chart's
+        # is off so there is exactly one scrape of every exporter.
         v["dcgmExporter"]["serviceMonitor"] = {"enabled": False}
     return v
 

@@ -1,27 +1,50 @@
-"""Monitoring: the DCGM exporter's metrics CSV, a ServiceMonitor that names the node, GPU alerts,
+"""Monitoring: the DCGM exporter's metrics CSV, a ServiceMonitor for the exporter, GPU alerts,
 recording rules for GPU-hours, and the Grafana dashboard (see :mod:`gpucluster.render.dashboard`).
 
-Thresholds come from ``spec.monitoring.alerts``. Series names are DCGM exporter field names; the
-``node`` label is put on every series by the ServiceMonitor (the exporter's own ``Hostname`` label
-often holds its pod name, so it is overwritten with the node name too). Alert runbooks live in
-``docs/runbooks.md``; ``tests/promtool`` unit-tests every rule with the real promtool.
+Thresholds come from ``spec.monitoring.alerts``. Series names are DCGM exporter field names and
+their labels those the exporter writes (facts in ``tests/upstream/facts/dcgm-exporter.yaml``):
+``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``GPU_I_PROFILE``/``GPU_I_ID`` on MIG
+instances, ``Hostname``, and ``pod``/``namespace``/``container`` of the pod that holds the GPU. Our
+ServiceMonitor adds ``node`` and removes the Prometheus Operator's own ``namespace``/``pod``/
+``container`` target labels, so that the exporter's attribution reaches the series unrenamed (see
+:func:`service_monitor`).
+
+The activity signal everywhere is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (a 0..1 ratio): it is the one
+utilization field the exporter reports for whole GPUs *and* per MIG instance (``DCGM_FI_DEV_GPU_UTIL``
+is not reported for MIG instances). Alert runbooks live in ``docs/runbooks.md``; ``tests/promtool``
+unit-tests every rule with the real promtool.
 """
 
 from __future__ import annotations
 
+from gpucluster import catalog
 from gpucluster.render import dashboard
 from gpucluster.render.common import Obj, config_map, obj
-from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
+from gpucluster.spec.quantity import duration_ms
 
 DCGM_CONFIGMAP = "gpucluster-dcgm-metrics"
 DCGM_CSV_KEY = "dcgm-metrics.csv"
+#: Not the GPU Operator's name (``nvidia-dcgm-exporter``): with ``dcgmExporter.serviceMonitor.enabled``
+#: false the operator deletes a ServiceMonitor of that name in its namespace on every reconcile.
+SERVICE_MONITOR = "gpucluster-dcgm-exporter"
+#: The Service the GPU Operator creates for the exporter: name, selector label, port name and number.
+EXPORTER_SERVICE = "nvidia-dcgm-exporter"
+EXPORTER_LABELS = {"app": "nvidia-dcgm-exporter"}
+EXPORTER_PORT_NAME = "gpu-metrics"
+EXPORTER_PORT = 9400
+#: Target labels the Prometheus Operator adds to every ServiceMonitor target that collide with the
+#: exporter's pod attribution; dropped after the operator's relabelings (see :func:`service_monitor`).
+ATTRIBUTION_LABELS = ("namespace", "pod", "container")
 RULE_NAME = "gpucluster-gpu-alerts"
 ALERT_GROUP = "gpucluster.gpu.alerts"
 RECORDING_GROUP = "gpucluster.gpu.recording"
 RUNBOOKS = "docs/runbooks.md"
+#: The activity of a GPU or MIG instance, 0..1.
+ACTIVITY = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 
-# (field, type, help). The exporter's default CSV leaves ECC, retired pages and remap failures
-# commented out; a GPU platform needs them.
+# (field, type, help). Help texts are the exporter's own (etc/default-counters.csv). The exporter's
+# default CSV leaves the volatile ECC counters and retired pages commented out; a GPU platform needs them.
 DCGM_FIELDS: list[tuple[str, str, str]] = [
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
@@ -34,10 +57,12 @@ DCGM_FIELDS: list[tuple[str, str, str]] = [
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
     ("DCGM_FI_DEV_RETIRED_SBE", "counter", "Total number of retired pages due to single-bit errors."),
     ("DCGM_FI_DEV_RETIRED_DBE", "counter", "Total number of retired pages due to double-bit errors."),
-    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
-    ("DCGM_FI_DRIVER_VERSION", "label", "Driver version."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+     "Ratio of cycles the device memory interface is active sending or receiving data."),
+    ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
 ]
 
 #: kube-state-metrics series the rules and the dashboard read (names as kube-state-metrics
@@ -48,6 +73,8 @@ KSM_SERIES: tuple[str, ...] = (
     "kube_resourcequota",
     "kube_node_info",
 )
+#: kube-state-metrics' ``resource`` values of GPU requests: whole or shared GPUs and MIG instances.
+GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_gpu_shared|nvidia_com_mig_.+"
 
 #: Durations of the rules whose thresholds are not in the spec (the promtool tests pin them too).
 FRAMEBUFFER_FOR = "5m"
@@ -55,13 +82,16 @@ TEMPERATURE_FOR = "5m"
 GPU_COUNT_FOR = "10m"
 XID_WINDOW = "5m"
 ECC_WINDOW = "5m"
-#: Below this utilization (%) an allocated GPU counts as idle for the per-namespace alert.
+#: Below this activity (%) an allocated GPU counts as idle for the per-namespace alert.
 IDLE_PERCENT = 1
+#: Labels that identify one GPU or MIG instance of a scrape whatever pod holds it.
+DEVICE_KEY = "node, gpu, GPU_I_ID"
+#: Constant series the recording rules join on: a MIG instance's share of its GPU, a shared
+#: (time-sliced / MPS) GPU replica's share of its GPU.
+MIG_SHARE = "gpucluster:mig_slice_share"
+REPLICA_SHARE = "gpucluster:node_gpu_replica_share"
 
-# An allocated GPU is one the exporter attributes to a pod (pod-resources API) *and* whose pod
-# kube-state-metrics still shows requesting a GPU: a GPU nobody holds is capacity, not waste.
-ALLOCATED = 'DCGM_FI_DEV_GPU_UTIL{namespace!="", pod!=""}'
-_GPU_PODS = ('(sum by (namespace, pod) (kube_pod_container_resource_requests{resource="nvidia_com_gpu"})'
+_GPU_PODS = (f'(sum by (namespace, pod) (kube_pod_container_resource_requests{{resource=~"{GPU_RESOURCES}"}})'
              " > 0)")
 
 
@@ -80,19 +110,43 @@ def exporter_metrics() -> list[str]:
     return [name for name, kind, _ in DCGM_FIELDS if kind != "label"]
 
 
+def exporter_env(spec: ClusterSpec) -> list[dict[str, str]]:
+    """``dcgmExporter.env`` for the GPU Operator chart.
+
+    ``DCGM_EXPORTER_INTERVAL`` (ms) makes the exporter collect as often as the ServiceMonitor
+    scrapes it: its default is 30 s, so a 15 s scrape would read every value twice.
+    """
+    return [{"name": "DCGM_EXPORTER_INTERVAL",
+             "value": str(duration_ms(spec.gpu_operator.dcgm_exporter.interval))}]
+
+
 def service_monitor(spec: ClusterSpec) -> Obj:
+    """The ServiceMonitor of the GPU Operator's exporter Service.
+
+    ``relabelings`` run after the Prometheus Operator's own, which set the target labels
+    ``namespace``/``pod``/``container`` to the *exporter* pod's. With ``honor_labels`` false a scraped
+    label that collides with a target label is renamed ``exported_<name>``, so the workload the
+    exporter attributes a GPU to would end up in ``exported_pod``. Dropping the three target labels
+    leaves the exporter's own. ``honorLabels`` stays false: with true the target labels would still be
+    added to GPUs no pod holds, and a Prometheus with ``overrideHonorLabels`` forces false anyway.
+    The pod's node becomes ``node`` (the operator adds it only for Node-backed targets).
+    """
     ns = spec.gpu_operator.namespace
     node = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
+    drop = {"action": "labeldrop", "regex": "|".join(ATTRIBUTION_LABELS)}
     return obj(
-        "monitoring.coreos.com/v1", "ServiceMonitor", "nvidia-dcgm-exporter", ns,
+        "monitoring.coreos.com/v1", "ServiceMonitor", SERVICE_MONITOR, ns,
         labels=spec.monitoring.prometheus_label,
         spec={
-            "selector": {"matchLabels": {"app": "nvidia-dcgm-exporter"}},
+            "selector": {"matchLabels": dict(EXPORTER_LABELS)},
             "namespaceSelector": {"matchNames": [ns]},
             "endpoints": [{
-                "port": "gpu-metrics",
+                "port": EXPORTER_PORT_NAME,
                 "interval": spec.gpu_operator.dcgm_exporter.interval,
-                "relabelings": [node],
+                "honorLabels": False,
+                "relabelings": [node, drop],
+                # The exporter's Hostname already is the node name (the operator sets NODE_NAME);
+                # this keeps it so should an exporter run without NODE_NAME.
                 "metricRelabelings": [
                     {"sourceLabels": ["node"], "targetLabel": "Hostname", "action": "replace"},
                 ],
@@ -101,19 +155,42 @@ def service_monitor(spec: ClusterSpec) -> Obj:
     )
 
 
+def shared_pools(spec: ClusterSpec) -> list[NodePool]:
+    """Device-plugin pools whose GPUs several pods share (time-slicing or MPS with replicas > 1).
+
+    The exporter names one pod per shared GPU (whichever the kubelet lists last), so the rules
+    apportion these GPUs by what pods request instead.
+    """
+    return [p for p in spec.gpu_pools if p.uses_device_plugin and (p.sharing.replicas or 1) > 1
+            and p.sharing.mode in (SharingMode.time_slicing, SharingMode.mps)]
+
+
+def _shared_nodes(spec: ClusterSpec) -> str:
+    return "|".join(sorted(h for p in shared_pools(spec) for h in p.hosts))
+
+
+def held(spec: ClusterSpec, extra: str = "") -> str:
+    """GPUs and MIG instances the exporter attributes to a pod, outside shared pools."""
+    shared = _shared_nodes(spec)
+    not_shared = f', node!~"{shared}"' if shared else ""
+    return f'{ACTIVITY}{{namespace!="", pod!=""{extra}{not_shared}}}'
+
+
 def _pool_count_expr(spec: ClusterSpec) -> str:
     """One clause per GPU pool: nodes of the pool reporting fewer GPUs than the spec gives them.
 
-    A node Kubernetes knows but whose exporter reports no GPU at all counts as 0 GPUs (``or`` with
-    kube-state-metrics' node list), so losing every GPU of a node is caught too.
+    A GPU counts when it reports its temperature or its activity (MIG instances report the activity
+    with the parent's ``gpu`` label). A node Kubernetes knows but whose exporter reports no GPU at
+    all counts as 0 GPUs (``or`` with kube-state-metrics' node list), so losing every GPU is caught.
     """
     clauses = []
     for pool in spec.gpu_pools:
         assert pool.gpu
         nodes = "|".join(sorted(pool.hosts))
+        sel = f'{{node=~"{nodes}"}}'
         clauses.append(
-            f'(count by (node) (count by (node, gpu) (DCGM_FI_DEV_GPU_TEMP{{node=~"{nodes}"}}))\n'
-            f'  or on (node) (0 * group by (node) (kube_node_info{{node=~"{nodes}"}}))) < {pool.gpu.count}'
+            f"(count by (node) (count by (node, gpu) (DCGM_FI_DEV_GPU_TEMP{sel} or {ACTIVITY}{sel}))\n"
+            f"  or on (node) (0 * group by (node) (kube_node_info{sel}))) < {pool.gpu.count}"
         )
     return "\n  or\n".join(f"({c})" for c in clauses)
 
@@ -127,18 +204,20 @@ def alert_rules(spec: ClusterSpec) -> list[dict]:
     a = spec.monitoring.alerts
     window = a.low_utilization_for
     on_gpu = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
+    held_gpus = held(spec)
     rules = [
         {
             "alert": "GPUAllocatedLowUtilization",
             # `for` equal to the window: a model server that just started (and so has a short, low
-            # average) must stay low for the whole window before anyone is paged.
-            "expr": (f"avg_over_time({ALLOCATED}[{window}]) < {a.low_utilization_percent:g}\n"
+            # average) must stay low for the whole window before anyone is paged. The threshold is
+            # a percentage, the activity a ratio: compare with threshold/100 (no rounding on our side).
+            "expr": (f"avg_over_time({held_gpus}[{window}]) < {a.low_utilization_percent / 100!r}\n"
                      f"and on (namespace, pod)\n{_GPU_PODS}"),
             "for": window,
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": f"{on_gpu} held by {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} "
-                           f"averaged below {a.low_utilization_percent:g}% for {window}",
+                           f"averaged below {a.low_utilization_percent:g}% activity for {window}",
                 "runbook_url": _runbook("low-utilization"),
             },
         },
@@ -155,12 +234,13 @@ def alert_rules(spec: ClusterSpec) -> list[dict]:
         },
         {
             "alert": "GPUXidError",
-            # The gauge holds the last XID: a change to a non-zero value is a new error; a series
-            # that appears already non-zero (exporter restarted after the error) is one too.
-            "expr": (f"(DCGM_FI_DEV_XID_ERRORS != 0 and changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW}]) > 0)\n"
-                     f"or (DCGM_FI_DEV_XID_ERRORS != 0 unless DCGM_FI_DEV_XID_ERRORS offset {XID_WINDOW})"),
+            # The gauge holds the last XID, and the exporter puts it in the label err_code too: a
+            # new XID is a new series (changes() over one series never sees it). It fires while that
+            # XID was not there one window ago on the same GPU, whatever pod holds the GPU now.
+            "expr": (f"DCGM_FI_DEV_XID_ERRORS != 0\nunless on ({DEVICE_KEY}, err_code)\n"
+                     f"(DCGM_FI_DEV_XID_ERRORS offset {XID_WINDOW})"),
             "labels": {"severity": "critical"},
-            "annotations": {"summary": f"XID {{{{ $value }}}} on {on_gpu}",
+            "annotations": {"summary": f"XID {{{{ $labels.err_code }}}} ({{{{ $labels.err_msg }}}}) on {on_gpu}",
                             "runbook_url": _runbook("xid")},
         },
         {
@@ -197,7 +277,7 @@ def alert_rules(spec: ClusterSpec) -> list[dict]:
         })
     rules.append({
         "alert": "GPUsAllocatedIdleInNamespace",
-        "expr": (f"count by (namespace) (\n  avg_over_time({ALLOCATED}[{window}]) < {IDLE_PERCENT}\n"
+        "expr": (f"count by (namespace) (\n  avg_over_time({held_gpus}[{window}]) < {IDLE_PERCENT / 100!r}\n"
                  f"  and on (namespace, pod)\n  {_GPU_PODS}\n) >= {a.idle_namespace_gpus}"),
         "for": window,
         "labels": {"severity": "info"},
@@ -213,17 +293,78 @@ def tenant_info_rules(spec: ClusterSpec) -> list[dict]:
              "labels": {"namespace": t.ns, "tenant": t.name, "queue": t.name}} for t in spec.tenants]
 
 
-def recording_rules(spec: ClusterSpec | None = None) -> list[dict]:
+def share_rules(spec: ClusterSpec) -> list[dict]:
+    """Constant series: what share of a GPU one MIG instance or one shared-GPU replica is.
+
+    A MIG instance's share is its compute slices over the GPU's (``1g.*`` of a 7-slice H100 is 1/7),
+    keyed by the parent's ``modelName`` and the slice count the exporter's ``GPU_I_PROFILE`` starts
+    with (only that part: DCGM names the memory part after the instance's actual size, e.g.
+    ``7g.79gb``). A shared GPU's replica is 1/replicas of it, keyed by node.
+    """
+    rules = []
+    models = sorted({p.gpu.model for p in spec.gpu_pools if p.gpu and catalog.get(p.gpu.model).mig_capable})
+    for key in models:
+        model = catalog.get(key)
+        assert model.mig
+        total = model.mig.compute_slices
+        for slices in sorted({prof.compute for prof in model.mig.profiles.values()}):
+            rules.append({"record": MIG_SHARE, "expr": f"vector({slices} / {total})",
+                          "labels": {"modelName": model.product_name, "mig_compute_slices": str(slices)}})
+    for pool in shared_pools(spec):
+        assert pool.gpu
+        product = catalog.get(pool.gpu.model).product_name
+        for host in sorted(pool.hosts):
+            rules.append({"record": REPLICA_SHARE, "expr": f"vector(1 / {pool.sharing.replicas})",
+                          "labels": {"node": host, "modelName": product}})
+    return rules
+
+
+def _mig_with_slices(selector: str) -> str:
+    return f'label_replace({selector}, "mig_compute_slices", "$1", "GPU_I_PROFILE", "([0-9]+)g[.].*")'
+
+
+def _allocation(spec: ClusterSpec) -> tuple[str, str]:
+    """(allocated, used) GPU-equivalents, one element per GPU, MIG instance or shared-GPU pod.
+
+    - a whole GPU the exporter attributes to a pod: 1, busy = its activity;
+    - a MIG instance attributed to a pod: its share of the GPU, busy = share x its activity;
+    - a pod on a shared pool (time-slicing / MPS), from its kube-state-metrics request while it
+      runs: replicas / replicas-per-GPU, busy = that x the average activity of the node's GPUs
+      (which replica runs on which GPU is not observable).
+    """
+    whole = held(spec, ', GPU_I_PROFILE=""')
+    mig = _mig_with_slices(f'{ACTIVITY}{{namespace!="", pod!="", GPU_I_PROFILE!=""}}')
+    on_share = f"on (modelName, mig_compute_slices) group_left {MIG_SHARE}"
+    allocated = [f"({whole} * 0 + 1)", f"({mig} * 0 + {on_share})"]
+    used = [f"{whole}", f"({mig} * {on_share})"]
+    shared = _shared_nodes(spec)
+    if shared:
+        requests = (f'kube_pod_container_resource_requests{{resource=~"nvidia_com_gpu|nvidia_com_gpu_shared", '
+                    f'node=~"{shared}"}}')
+        pods = (f"(sum by (namespace, pod, node) ({requests}\n    and on (namespace, pod) "
+                f'(kube_pod_status_phase{{phase="Running"}} == 1))\n'
+                f"    * on (node) group_left (modelName) {REPLICA_SHARE})")
+        allocated.append(pods)
+        used.append(f"({pods}\n    * on (node) group_left avg by (node) ({ACTIVITY}{{node=~\"{shared}\"}}))")
+
+    def total(parts: list[str]) -> str:
+        return "sum by (namespace, modelName) (\n  " + "\n  or ".join(parts) + "\n)"
+
+    return total(allocated), total(used)
+
+
+def recording_rules(spec: ClusterSpec) -> list[dict]:
     """Allocated / used GPUs per namespace and GPU model, their hourly GPU-hours, pending GPU pods.
 
-    ``used`` is allocated x activity (utilization / 100), so its integral over time is the useful
-    GPU-hours ``gpucluster cost`` reports.
+    Allocation is in GPU-equivalents (see :func:`_allocation`); ``used`` is allocated x activity,
+    so its integral over time is the useful GPU-hours ``gpucluster cost`` reports. The constant
+    share series come first: a group evaluates its rules in order.
     """
-    by = "namespace, modelName"
+    allocated, used = _allocation(spec)
     rules = [
-        {"record": "namespace_model:gpucluster_gpus_allocated:count",
-         "expr": f"count by ({by}) ({ALLOCATED})"},
-        {"record": "namespace_model:gpucluster_gpus_used:sum", "expr": f"sum by ({by}) ({ALLOCATED}) / 100"},
+        *share_rules(spec),
+        {"record": "namespace_model:gpucluster_gpus_allocated:count", "expr": allocated},
+        {"record": "namespace_model:gpucluster_gpus_used:sum", "expr": used},
         {"record": "namespace:gpucluster_gpus_allocated:count",
          "expr": "sum by (namespace) (namespace_model:gpucluster_gpus_allocated:count)"},
         {"record": "namespace:gpucluster_gpus_used:sum",
@@ -237,7 +378,7 @@ def recording_rules(spec: ClusterSpec | None = None) -> list[dict]:
          "expr": ('count by (namespace) ((kube_pod_status_phase{phase="Pending"} == 1)\n'
                   f"  and on (namespace, pod) {_GPU_PODS})")},
     ]
-    return rules + (tenant_info_rules(spec) if spec else [])
+    return [*rules, *tenant_info_rules(spec)]
 
 
 def rule_groups(spec: ClusterSpec) -> list[dict]:

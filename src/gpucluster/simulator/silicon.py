@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from gpucluster import catalog
@@ -11,6 +12,22 @@ from gpucluster.spec.model import ClusterSpec
 #: Machine resources a simulated kubelet reports, besides the extended resources the agents add.
 BASE_GPU_NODE = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "3Ti"}
 BASE_CPU_NODE = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+
+
+def gpu_uuid(cluster: str, node: str, index: int, mig: str = "") -> str:
+    """The UUID NVML reports for GPU ``index`` of ``node`` (or for its MIG device ``mig``), stable per cluster.
+
+    Every simulated agent that names a device by UUID (the DCGM exporter, the DRA kubelet plugin)
+    takes it from here, so the same GPU has the same UUID wherever it shows. Verification computes
+    its expectations on its own (``gpucluster.devices``), with the same published formula.
+    """
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"gpucluster://{cluster}/{node}/{index}/{mig}")
+    return f"{'MIG' if mig else 'GPU'}-{raw}"
+
+
+def pci_bus_id(index: int) -> str:
+    """The PCI address (``domain:bus:device.function``, sysfs form) of GPU ``index`` on a simulated machine."""
+    return f"0000:{0x18 + 0x10 * index:02x}:00.0"
 
 
 @dataclass(frozen=True)

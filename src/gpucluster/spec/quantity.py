@@ -52,6 +52,17 @@ def check_cpu(value: str) -> str:
     return value
 
 
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
+            "y": 31_536_000_000}
+
+
+def duration_ms(value: str) -> int:
+    """Milliseconds of a Prometheus-style duration (``15s``, ``1h30m``); ValueError when malformed."""
+    check_duration(value)
+    return sum(int(n) * _UNIT_MS[unit] for n, unit in _DURATION_PART.findall(value))
+
+
 def check_duration(value: str) -> str:
     if not _DURATION.match(str(value)):
         raise ValueError(f"{value!r} is not a duration; hint: write it like 30m, 1h or 15s")

@@ -25,6 +25,8 @@ PROMETHEUS_OPERATOR = versions.PROMETHEUS_OPERATOR_APIS
 _major, _minor, _patch = versions.PROMETHEUS.split(".")
 #: Prometheus x.y.z is published as Go module version v0.<x><yy>.<z>.
 PROMTOOL = f"v0.{_major}{int(_minor):02d}.{_patch}"
+#: The operator binary of the local world's monitoring add-on (gpucluster.addons.monitoring).
+PROMETHEUS_OPERATOR_BINARY = versions.PROMETHEUS_OPERATOR
 PULUMI = versions.PULUMI
 PULUMI_KUBERNETES = f"v{versions.PULUMI_KUBERNETES_PROVIDER}"
 VOLCANO = versions.VOLCANO_LOCAL
@@ -173,6 +175,29 @@ _ALL: list[Tool] = [
         # the cold build from ~64 min to ~4 min under load here (88 MB -> 54 MB binary).
         tags=("remove_all_sd",),
         version_text=f"promtool, version {versions.PROMETHEUS} ",
+    ),
+    # The Prometheus server and the Prometheus Operator of the local world's monitoring add-on
+    # (gpucluster.addons.monitoring). Optional: only tests/integration/test_alerts_live.py runs them
+    # (scripts/test.sh installs them); `gpucluster up` does not. The server keeps the Kubernetes
+    # service discovery only (remove_all_sd + enable_kubernetes_sd; file and http SD are always in).
+    Tool(
+        name="prometheus",
+        version=PROMTOOL,
+        module="prometheus",
+        package="github.com/prometheus/prometheus/cmd/prometheus",
+        ldflags=(f"-X github.com/prometheus/common/version.Version={versions.PROMETHEUS}",),
+        tags=("remove_all_sd", "enable_kubernetes_sd"),
+        version_text=f"prometheus, version {versions.PROMETHEUS} ",
+        optional=True,
+    ),
+    Tool(
+        name="prometheus-operator",
+        version=PROMETHEUS_OPERATOR_BINARY,
+        module="prometheus-operator",
+        package="github.com/prometheus-operator/prometheus-operator/cmd/operator",
+        ldflags=(f"-X github.com/prometheus/common/version.Version={PROMETHEUS_OPERATOR_BINARY.lstrip('v')}",),
+        version_text=f"prometheus-operator, version {PROMETHEUS_OPERATOR_BINARY.lstrip('v')} ",
+        optional=True,
     ),
     # The Pulumi engine for the stacks (issue 4). The CLI's wrapper requires pkg/v3 and sdk/v3 at
     # the same version; the Kubernetes provider is upstream tag v4.25.0 (a pseudo-version in

@@ -117,7 +117,7 @@ def test_every_query_reads_series_that_exist(board, spec):
         assert not unknown, f"{q!r} reads {unknown}, which neither the exporter nor our rules produce"
         seen |= names
     # The panels show what the issue asks for: exporter series and our GPU-hour recordings.
-    assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS",
+    assert {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS",
             "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "namespace:gpucluster_gpus_allocated:count",
             "namespace:gpucluster_pending_gpu_pods:count", "kube_resourcequota"} <= seen
 

@@ -1,0 +1,135 @@
+"""The simulated DCGM exporter in the local world: one endpoint per GPU node, kept current from the cluster.
+
+It stands where the GPU Operator's ``nvidia-dcgm-exporter`` DaemonSet pods would run, one per GPU
+node, each on its own loopback port. Every :meth:`LiveExporters.sync` reads from the cluster what the
+real exporter gets on its node:
+
+- the metrics CSV from the ConfigMap the operator mounts (``gpucluster-dcgm-metrics`` in the GPU
+  Operator namespace); without it the endpoint answers 503, as the pod would not start;
+- the node's GPUs: the spec's silicon, with the MIG layout the MIG manager applies (the mig-parted
+  ConfigMap and the node's ``nvidia.com/mig.config`` label, as the GPU simulator derives it);
+- which pod holds which device (:mod:`gpucluster.simulator.podresources`), from the pods bound to the
+  node and the device-plugin config that decides how GPUs are shared there;
+- knob values (activity, XID, ECC, …) from the node annotation ``gpucluster.dev/simulate-dcgm``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpucluster import kube
+from gpucluster import labels as L
+from gpucluster.errors import ClusterUnreachable
+from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
+from gpucluster.render.monitoring import DCGM_CONFIGMAP, DCGM_CSV_KEY
+from gpucluster.simulator import podresources
+from gpucluster.simulator.agents import device_plugin, mig_manager
+from gpucluster.simulator.dcgm import Fleet, devices_for
+from gpucluster.simulator.silicon import silicon_of
+from gpucluster.spec.model import ClusterSpec
+
+log = logging.getLogger("gpucluster.simulator.dcgm")
+BANNER = ("DCGM exporters are SIMULATED: gpucluster serves what dcgm-exporter would on each GPU node "
+          "(values are knobs, attribution from the pods bound to the node)")
+
+
+class LiveExporters:
+    """The simulated exporters of one spec's GPU nodes, synced from one cluster."""
+
+    def __init__(self, spec: ClusterSpec, kubeconfig: Path, ports: Mapping[str, int] | None = None) -> None:
+        self.spec = spec
+        self.kube = kube.Kube(kubeconfig, hint="is the local world up (`gpucluster local up`)?")
+        self.silicon = {n: s for n, s in silicon_of(spec).items() if s.model and s.count}
+        self.fleet = Fleet(devices_for(spec), ports=ports)
+        self.layouts: dict[str, dict[str, int] | None] = {}
+        self.held: dict[str, dict[str, list[tuple[podresources.Holder, podresources.Unit]]]] = {}
+        self.csv: str | None = None
+
+    def start(self) -> LiveExporters:
+        self.fleet.start()
+        return self
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return self.fleet.urls
+
+    def sync(self, pods: list[dict[str, Any]] | None = None) -> None:
+        """Read the cluster once and update every node's exporter (``pods``: a pod list already read)."""
+        ns = self.spec.gpu_operator.namespace
+        cm = self.kube.get(kube.configmap(ns, DCGM_CONFIGMAP))
+        csv = ((cm or {}).get("data") or {}).get(DCGM_CSV_KEY)
+        dp = self.kube.get(kube.configmap(ns, DEVICE_PLUGIN_CONFIGMAP))
+        mig = self.kube.get(kube.configmap(ns, MIG_CONFIGMAP))
+        try:
+            configs = mig_manager.parse_mig_configs((mig or {}).get("data") if mig else None)
+        except (ValueError, yaml.YAMLError):
+            configs = None
+        nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.NODES)}
+        pods = self.kube.items(kube.PODS) if pods is None else pods
+        for name, si in self.silicon.items():
+            exporter = self.fleet[name]
+            if csv is None:
+                exporter.unavailable = (f"ConfigMap {ns}/{DCGM_CONFIGMAP} (key {DCGM_CSV_KEY}) not found: the "
+                                        "exporter pod cannot mount its metrics CSV")
+                continue
+            if csv != self.csv:
+                try:
+                    exporter.set_counters(csv)
+                except ValueError as err:
+                    exporter.unavailable = f"the metrics CSV does not parse: {err}"
+                    continue
+            exporter.unavailable = None
+            node = nodes.get(name) or {"metadata": {}}
+            labels = node["metadata"].get("labels") or {}
+            assert si.model
+            layout, _ = mig_manager.mig_layout(configs, labels.get(L.MIG_CONFIG), si.model, si.count)
+            if layout != self.layouts.get(name, "unset"):
+                exporter.replace(devices_for(self.spec, {name: layout} if layout else None)[name])
+                self.layouts[name] = layout
+                self.held.pop(name, None)  # a MIG change restarts every GPU client
+            try:
+                sharing = device_plugin.select_sharing(((dp or {}).get("data") or {}) if dp else None,
+                                                       labels.get(L.DEVICE_PLUGIN_CONFIG), [])
+            except (ValueError, yaml.YAMLError):
+                sharing = device_plugin.Sharing()
+            gpus = devices_for(self.spec, {name: layout} if layout else None)[name]
+            units = podresources.units(gpus, replicas=sharing.replicas, mig_strategy=sharing.mig_strategy)
+            self.held[name] = podresources.allocate(name, pods, units, self.held.get(name, {}))
+            holders = podresources.attribution(self.held[name])
+            for g in gpus:
+                for inst in g["instances"] or [None]:
+                    gi = inst["gi"] if inst else None
+                    holder = holders.get((g["index"], gi))
+                    exporter.attribute(g["index"], gi, holder.labels() if holder else None)
+            self._load_knobs(name, node)
+        self.csv = csv
+
+    def _load_knobs(self, name: str, node: dict[str, Any]) -> None:
+        raw = (node["metadata"].get("annotations") or {}).get(L.SIMULATE_DCGM)
+        try:
+            knobs = json.loads(raw) if raw else {}
+            if not isinstance(knobs, dict):
+                raise ValueError("not a JSON object")
+            self.fleet[name].load_knobs(knobs)
+        except ValueError as err:
+            log.warning("node %s: annotation %s ignored: %s", name, L.SIMULATE_DCGM, err)
+
+    def run(self, interval: float, stop: threading.Event) -> None:
+        """Sync every ``interval`` seconds until ``stop`` is set; API errors are logged, not fatal."""
+        while not stop.is_set():
+            try:
+                self.sync()
+            except ClusterUnreachable as exc:
+                log.warning("sync failed (will retry): %s", exc)
+            stop.wait(interval)
+
+    def close(self) -> None:
+        self.fleet.stop()
+        self.kube.close()

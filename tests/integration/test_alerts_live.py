@@ -1,0 +1,181 @@
+"""GPU alerts end to end: our ServiceMonitor and PrometheusRule under the real Prometheus Operator and Prometheus.
+
+Real: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the Prometheus Operator
+(v0.85.0, out of cluster) that turns our objects into a scrape configuration and rule files, and
+Prometheus (3.16.0, on 127.0.0.1) that scrapes and evaluates them. SIMULATED: the GPUs and kubelets,
+the DCGM exporter (one endpoint per GPU node, behind the GPU Operator's Service and DaemonSet pods
+that kwok runs) and kube-state-metrics (gpucluster.addons.monitoring says what and why).
+
+Spec: tests/data/monitoring (one node with 2 H100, tenant "research", 1-minute utilization window).
+A tenant pod gets a GPU from the real scheduler; the simulated exporter attributes that GPU to it;
+an XID and an idle activity are injected on that GPU; GPUXidError and GPUAllocatedLowUtilization must
+fire with the tenant pod's namespace/pod. A copy of our ServiceMonitor without the labeldrop
+relabeling, scraping the same exporter as another job, shows what the fix prevents: the exporter
+pod's namespace/pod on the series and the tenant's in exported_*.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Cluster, wait_for
+
+from gpucluster import labels as L
+from gpucluster import procs
+from gpucluster.addons import monitoring as addon
+from gpucluster.local import addons
+from gpucluster.render import monitoring, render
+from gpucluster.simulator import attach
+from gpucluster.spec import load_spec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+DATA = Path(__file__).resolve().parents[1] / "data" / "monitoring"
+LOCAL_WORLD = {"tools": ("prometheus", "prometheus-operator")}
+TENANT, POD, NODE = "research", "train-0", "gpu-1"
+#: The negative: our ServiceMonitor as it was (no labeldrop), as a job of its own.
+UNFIXED_JOB = "dcgm-without-labeldrop"
+
+
+def unfixed_service_monitor(spec) -> dict[str, Any]:
+    sm = copy.deepcopy(monitoring.service_monitor(spec))
+    sm["metadata"]["name"] = UNFIXED_JOB
+    endpoint = sm["spec"]["endpoints"][0]
+    endpoint["relabelings"] = [r for r in endpoint["relabelings"] if r.get("action") != "labeldrop"]
+    assert len(endpoint["relabelings"]) == 1  # only the node relabeling is left
+    endpoint["relabelings"].append({"targetLabel": "job", "replacement": UNFIXED_JOB, "action": "replace"})
+    return sm
+
+
+def tenant_pod() -> dict[str, Any]:
+    """A restricted-compliant pod asking for one GPU (the tenant namespace enforces `restricted`)."""
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD, "namespace": TENANT},
+        "spec": {
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+        },
+    }
+
+
+def api(base: str, path: str, **params: str) -> Any:
+    url = f"{base}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        body = json.loads(resp.read().decode())
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+@pytest.fixture(scope="module")
+def stack(lw: Cluster) -> Iterator[dict[str, Any]]:
+    """The rendered objects applied, simulated nodes, monitoring started; stopped (by pid) at the end."""
+    started = time.monotonic()
+    spec = load_spec(DATA)
+    rendered = render(spec).components
+    tenants = [o for o in rendered["tenants"] if o["kind"] == "Namespace"]
+    lw.apply(*rendered["namespaces"], *rendered["gpu-operator"], *rendered["monitoring"], *tenants,
+             unfixed_service_monitor(spec))
+    attach(lw.kubeconfig, spec).close()
+    comps = addon.start(lw.world, spec, DATA, scrape_interval="5s", evaluation_interval="5s")
+    settings = json.loads((addons.folder(lw.state_dir, addon.NAME) / "settings.json").read_text())
+    yield {"spec": spec, "comps": comps, "prometheus": addon.url(lw.world), "settings": settings,
+           "started": started}
+    addon.stop(lw.world)
+
+
+def test_the_tenant_pods_gpu_reaches_prometheus_with_the_tenants_labels(stack: dict[str, Any], lw: Cluster) -> None:
+    lw.apply(tenant_pod())
+    wait_for("the tenant pod bound and Running", lambda: (
+        (p := lw.get("pod", POD, "-n", TENANT))["spec"].get("nodeName") == NODE
+        and p["status"].get("phase") == "Running"), timeout=60)
+    # The simulated exporter of that node names the pod on exactly one GPU, in its own labels.
+    url = f"http://127.0.0.1:{stack['settings']['exporter_ports'][NODE]}/metrics"
+
+    def held() -> list[str]:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        return [line for line in text.splitlines()
+                if line.startswith(monitoring.ACTIVITY + "{") and f'pod="{POD}"' in line]
+    rows = wait_for("the exporter attributing a GPU to the tenant pod", held, timeout=30)
+    assert len(rows) == 1 and f'namespace="{TENANT}"' in rows[0] and 'container="main"' in rows[0]
+    stack["gpu"] = rows[0].split('gpu="')[1].split('"')[0]
+
+    # Through OUR ServiceMonitor: the tenant's namespace/pod/container, nothing renamed.
+    query = f'{monitoring.ACTIVITY}{{job="{monitoring.EXPORTER_SERVICE}", gpu="{stack["gpu"]}"}}'
+    series = wait_for("Prometheus holding the attributed series", lambda: [
+        r["metric"] for r in api(stack["prometheus"], "/api/v1/query", query=query)["result"]
+        if r["metric"].get("pod") == POD], timeout=90)
+    m = series[0]
+    assert (m["namespace"], m["pod"], m["container"], m["node"]) == (TENANT, POD, "main", NODE)
+    assert not [k for k in m if k.startswith("exported_")], m
+    assert m["instance"].endswith(f":{monitoring.EXPORTER_PORT}")  # the pod's address, not loopback
+    # The GPU nobody holds has no namespace/pod at all.
+    other = api(stack["prometheus"], "/api/v1/query",
+                query=f'{monitoring.ACTIVITY}{{job="{monitoring.EXPORTER_SERVICE}", gpu!="{stack["gpu"]}"}}')
+    assert other["result"] and all("pod" not in r["metric"] and "namespace" not in r["metric"]
+                                   for r in other["result"])
+
+    # The negative: the same exporter through the ServiceMonitor without the labeldrop.
+    unfixed_query = f'{monitoring.ACTIVITY}{{job="{UNFIXED_JOB}", gpu="{stack["gpu"]}"}}'
+    unfixed = wait_for("the unfixed job's series", lambda: [
+        r["metric"] for r in api(stack["prometheus"], "/api/v1/query", query=unfixed_query)["result"]], timeout=90)
+    bad = unfixed[0]
+    assert bad["namespace"] == stack["spec"].gpu_operator.namespace and bad["pod"].startswith("nvidia-dcgm-exporter-")
+    assert (bad["exported_namespace"], bad["exported_pod"], bad["exported_container"]) == (TENANT, POD, "main")
+
+
+def test_xid_and_idle_gpu_alerts_fire_with_the_tenant_pods_labels(stack: dict[str, Any], lw: Cluster) -> None:
+    gpu = stack["gpu"]
+    knobs = {gpu: {"xid": 79, "gr_engine_active": 0.005}}  # XID 79 and (almost) no activity
+    lw.kubectl("annotate", "--overwrite", "node", NODE, f"{L.SIMULATE_DCGM}={json.dumps(knobs)}")
+    injected = time.monotonic()
+
+    def firing() -> dict[str, list[dict[str, str]]]:
+        out: dict[str, list[dict[str, str]]] = {}
+        for a in api(stack["prometheus"], "/api/v1/alerts")["alerts"]:
+            if a["state"] == "firing":
+                out.setdefault(a["labels"]["alertname"], []).append(a["labels"])
+        return out
+
+    def tenant(alerts: dict[str, list[dict[str, str]]], name: str) -> list[dict[str, str]]:
+        return [a for a in alerts.get(name, []) if a.get("pod") == POD and a.get("namespace") == TENANT]
+
+    def both() -> dict[str, list[dict[str, str]]] | None:
+        alerts = firing()
+        return alerts if tenant(alerts, "GPUXidError") and tenant(alerts, "GPUAllocatedLowUtilization") else None
+
+    # for: 1m on the utilization alert, evaluated every 5 s: it fires about a minute after the injection
+    alerts = wait_for("GPUXidError and GPUAllocatedLowUtilization firing for the tenant pod", both,
+                      timeout=240, every=2)
+    took = time.monotonic() - injected
+    xid = tenant(alerts, "GPUXidError")
+    assert len(xid) == 1 and (xid[0]["gpu"], xid[0]["err_code"], xid[0]["node"]) == (gpu, "79", NODE)
+    assert xid[0]["container"] == "main" and xid[0]["severity"] == "critical"
+    low = tenant(alerts, "GPUAllocatedLowUtilization")
+    assert len(low) == 1 and low[0]["gpu"] == gpu
+    # Only the held GPU: the idle GPU nobody holds never is "allocated, low utilization".
+    assert all(a.get("gpu") == gpu for a in alerts["GPUAllocatedLowUtilization"])
+    # The unfixed job's XID alert names the exporter pod: what every alert looked like before the fix.
+    unfixed = [a for a in alerts["GPUXidError"] if a.get("job") == UNFIXED_JOB]
+    assert unfixed and all(a["pod"].startswith("nvidia-dcgm-exporter-") and a["exported_pod"] == POD for a in unfixed)
+    print(f"alerts fired {took:.0f} s after the injection; stack up {time.monotonic() - stack['started']:.0f} s")
+
+
+def test_everything_the_add_on_started_stops_by_pid(stack: dict[str, Any], lw: Cluster) -> None:
+    comps = addons.load(lw.state_dir, addon.NAME)
+    assert set(comps) == {"prometheus-operator", "monitoring-sim", "prometheus"}
+    assert all(addons.alive(lw.state_dir, c) for c in comps.values())
+    stopped = addon.stop(lw.world)
+    assert sorted(stopped) == sorted(comps)
+    for c in comps.values():
+        assert procs.gone(c.pid), c
+        assert not procs.probe(c.health_url, None)[0], c.health_url
+    assert addons.load(lw.state_dir, addon.NAME) == {}
