@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,27 @@ BASE_SPEC = {
     ],
     "tenants": [{"name": "team-a", "quota": {"gpus": 8}}],
 }
+
+
+def require_tool(name: str) -> Path:
+    """The built tool ``name``; skip (or fail with GPUCLUSTER_REQUIRE_TOOLS=1) when it is not built."""
+    from gpucluster.toolchain import locate
+
+    found = locate(name)
+    if found is None:
+        reason = f"toolchain not built ({name}): run `gpucluster tools install {name}`"
+        if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+@pytest.fixture(scope="session")
+def oracle():
+    """A client of the built nvidia-oracle (NVIDIA's GFD / device-plugin code over a mock NVML)."""
+    from gpucluster.simulator.oracle import Oracle
+
+    return Oracle(require_tool("nvidia-oracle"))
 
 
 @pytest.fixture

@@ -86,5 +86,5 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
         state.labels.update(management)
         state.resources.update(resources)
         if pool.uses_dra:
-            state.devices = devices.dra_devices(spec.metadata.name, host.name, model, pool.gpu.count, args["mig"])
+            state.devices = devices.dra_devices(model, pool.gpu.count, args["mig"])
     return out

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpucluster import expected
+from gpucluster import catalog, expected
 from gpucluster.render import render
 from gpucluster.spec import load_spec
 from gpucluster.verify import cel, cluster, report
@@ -17,16 +17,31 @@ from gpucluster.verify.model import Verdict
 from gpucluster.verify.snapshot import Snapshot
 
 
+def placed_name(d: expected.Device, used: dict[int, set[int]]) -> str:
+    """A MIG device's full name: the expected prefix, an id, and the first free valid start."""
+    if d.type != "mig":
+        return d.name
+    taken = used.setdefault(d.gpu, set())
+    for start in sorted(d.starts, reverse=True):
+        span = set(range(start, start + d.slices))
+        if not span & taken:
+            taken |= span
+            return f"{d.name}-7-{start}"
+    raise AssertionError(f"no room for {d.name}")
+
+
 def slice_for(node: str, devices: list[expected.Device]) -> dict:
     devs = []
-    for d in devices:
-        attrs = {"type": {"string": d.type}, "uuid": {"string": d.uuid}, "productName": {"string": d.product_name},
-                 "architecture": {"string": d.architecture},
-                 "cudaComputeCapability": {"version": d.compute_capability + ".0"},
-                 "resource.kubernetes.io/pciBusID": {"string": d.pci_bus_id}}
+    used: dict[int, set[int]] = {}
+    for d in sorted(devices, key=lambda d: -d.slices):
+        model = next(m for m in catalog.catalog().values() if m.product_name == d.product_name)
+        attrs = {"type": {"string": d.type}, "productName": {"string": d.product_name},
+                 "architecture": {"string": model.architecture},
+                 "cudaComputeCapability": {"version": model.compute_capability + ".0"}}
         if d.profile:
             attrs["profile"] = {"string": d.profile}
-        devs.append({"name": d.name, "attributes": attrs, "capacity": {"memory": {"value": str(d.memory_bytes)}}})
+        devs.append({"name": placed_name(d, used), "attributes": attrs,
+                     "capacity": {"memory": {"value": str(d.memory_bytes)}}})
     return {"metadata": {"name": f"{node}-gpu"}, "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
                                                            "pool": {"name": node}, "devices": devs}}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpucluster import expected
-from gpucluster.devices import DRA_DRIVER
+from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device
 from gpucluster.expected import HostState
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.render.volcano import queue_capability
@@ -92,28 +92,75 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) 
         if s.get("driver") == DRA_DRIVER and s.get("nodeName"):
             by_node.setdefault(s["nodeName"], []).extend(s.get("devices", []))
     for name, want in dra_hosts.items():
-        got = {d["name"]: d for d in by_node.get(name, [])}
-        problems = []
-        missing = [d.name for d in want.devices if d.name not in got]
-        if missing:
-            problems.append(f"missing {', '.join(missing)}")
-        for d in want.devices:
-            dev = got.get(d.name)
-            if dev is None:
-                continue
-            attrs = {k.split("/")[-1]: next(iter(v.values())) for k, v in dev.get("attributes", {}).items()}
-            for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile)):
-                if value is not None and attrs.get(key) != value:
-                    problems.append(f"{d.name}.{key}={attrs.get(key)!r} (want {value!r})")
-            mem = dev.get("capacity", {}).get("memory", {}).get("value")
-            if mem is None or int(parse_quantity(str(mem))) != d.memory_bytes:
-                problems.append(f"{d.name}.memory={mem} (want {d.memory_bytes})")
+        got = by_node.get(name, [])
+        problems = device_problems(want.devices, got)
         exp = f"{len(want.devices)} devices"
         if problems:
             yield fail("dra-slices", name, exp, f"{len(got)} devices", "; ".join(problems[:5]))
         else:
             yield ok("dra-slices", name, exp, f"{len(got)} devices")
     yield from _device_class_checks(spec, snap)
+
+
+def _attrs(dev: dict) -> dict[str, object]:
+    return {k.split("/")[-1]: next(iter(v.values())) for k, v in (dev.get("attributes") or {}).items()}
+
+
+def device_problems(want: list[Device], got: list[dict]) -> list[str]:
+    """How a node's published devices differ from the expected ones.
+
+    Whole GPUs are matched by name. MIG devices are matched by GPU and profile: each name must be the
+    driver's ``gpu-<minor>-mig-<profile>-<id>-<start>`` with a start where the profile may be placed,
+    the instances of one GPU must not overlap, and every GPU must carry the expected count per profile.
+    """
+    problems: list[str] = []
+    by_name = {d["name"]: d for d in got}
+    seen: set[str] = set()
+
+    def check(d: Device, dev: dict) -> None:
+        attrs = _attrs(dev)
+        for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile)):
+            if value is not None and attrs.get(key) != value:
+                problems.append(f"{dev['name']}.{key}={attrs.get(key)!r} (want {value!r})")
+        mem = (dev.get("capacity") or {}).get("memory", {}).get("value")
+        if mem is None or int(parse_quantity(str(mem))) != d.memory_bytes:
+            problems.append(f"{dev['name']}.memory={mem} (want {d.memory_bytes})")
+
+    for d in want:
+        if d.type == "gpu":
+            if d.name not in by_name:
+                problems.append(f"missing {d.name}")
+            else:
+                seen.add(d.name)
+                check(d, by_name[d.name])
+    mig_want: dict[str, list[Device]] = {}
+    for d in want:
+        if d.type == "mig":
+            mig_want.setdefault(d.name, []).append(d)
+    used: dict[int, set[int]] = {}
+    for prefix, wanted in sorted(mig_want.items()):
+        found = []
+        for dev_name, dev in by_name.items():
+            m = MIG_DEVICE_NAME.match(dev_name)
+            if m and dev_name.rsplit("-", 2)[0] == prefix:
+                found.append((int(m.group(4)), dev))
+        if len(found) != len(wanted):
+            problems.append(f"{prefix}-*: {len(found)} devices (want {len(wanted)})")
+        d = wanted[0]
+        for start, dev in found:
+            seen.add(dev["name"])
+            check(d, dev)
+            span = set(range(start, start + d.slices))
+            if start not in d.starts:
+                problems.append(f"{dev['name']}: {d.profile} cannot start at memory slice {start} "
+                                f"(valid: {', '.join(map(str, d.starts))})")
+            elif span & used.setdefault(d.gpu, set()):
+                problems.append(f"{dev['name']}: overlaps another MIG device of gpu-{d.gpu}")
+            used[d.gpu] |= span
+    extra = sorted(set(by_name) - seen)
+    if extra:
+        problems.append(f"unexpected {', '.join(extra[:5])}")
+    return problems
 
 
 def _device_class_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
