@@ -174,6 +174,36 @@ def test_fault_fails_exactly_its_check(deployed, tmp_path, capsys, fault):
     assert failed(data) == set() and code == 0, f"undoing {fault} did not restore a passing cluster"
 
 
+#: Deliberate errors on the expectation side (gpucluster.devices, gpucluster.catalog), each with the
+#: checks it must fail. The simulator is synced after the error is planted: had it shared that code,
+#: it would publish the same wrong value and verify would still pass.
+EXPECTATION_ERRORS = {
+    "replicas-off-by-one": (
+        "advertised_resources",
+        lambda real: lambda *a, **kw: {k: v + (1 if kw.get("replicas", 1) > 1 else 0)
+                                       for k, v in real(*a, **kw).items()},
+        {(c, n) for c in ("node-capacity", "node-allocatable") for n in ("l4-1", "l4-2")}),
+    "mig-memory-nominal": (
+        "gfd_labels",
+        lambda real: lambda *a, **kw: {k: ("10240" if k == "nvidia.com/mig-1g.10gb.memory" else v)
+                                       for k, v in real(*a, **kw).items()},
+        {("node-labels", "a100-1"), ("node-labels", "a100-2")}),  # both MIG pools hold 1g.10gb devices
+}
+
+
+@pytest.mark.parametrize("error", EXPECTATION_ERRORS)
+def test_a_wrong_expectation_fails_verify(deployed, tmp_path, capsys, monkeypatch, error):
+    from gpucluster import devices
+
+    lw, sim, _ = deployed
+    name, wrap, want = EXPECTATION_ERRORS[error]
+    monkeypatch.setattr(devices, name, wrap(getattr(devices, name)))
+    sim.sync()  # the simulator runs in this process: it would pick the error up if it used devices
+    code, data = verify(lw, tmp_path, capsys)
+    assert code == 1
+    assert failed(data) == want
+
+
 def test_node_not_ready(deployed, tmp_path, capsys):
     import time
 
