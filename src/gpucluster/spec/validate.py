@@ -29,8 +29,8 @@ DRIVER_IMAGE_OSES = ("ubuntu22.04", "ubuntu24.04", "rhel9")
 MIN_DRA_DRIVER_BRANCH = 565
 #: Namespaces Kubernetes itself creates and uses.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-#: Namespaces of the pod networks docs/host-layer.md recommends: flannel's chart and Calico's operator
-#: chart (tests/upstream/facts/cni.yaml flannel-chart-install-namespace, calico-chart-namespace).
+#: Namespaces of the pod networks tests/upstream/facts/cni.yaml weighs: flannel's chart and Calico's
+#: operator chart (facts flannel-chart-install-namespace, calico-chart-namespace).
 POD_NETWORK_NAMESPACES = ("kube-flannel", "tigera-operator")
 #: Extended resource names the quota spells in its own fields.
 IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
