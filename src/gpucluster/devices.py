@@ -19,6 +19,19 @@ from gpucluster.catalog import GpuModel
 SHARED_MODES = ("time-slicing", "mps")
 #: The DRA driver's name: ResourceSlices, DeviceClass selectors and attribute domains use it.
 DRA_DRIVER = "gpu.nvidia.com"
+#: DeviceClasses the DRA driver's chart creates itself when it serves GPUs (dra-driver 0.4.1,
+#: tests/upstream/facts/dra-driver.yaml chart-deviceclasses-gpus); ``gpu.nvidia.com`` also names
+#: ``nvidia.com/gpu`` as its extended resource (deviceclass-gpu-extended-resource-name).
+DRA_CHART_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
+
+
+def mig_resource(profile: str) -> str:
+    """The device plugin's resource for a MIG profile under the mixed strategy.
+
+    A ``+`` in a profile (``1g.10gb+me``) is not allowed in a resource name; the plugin writes it as
+    ``.`` (``nvidia.com/mig-1g.10gb.me``; tests/upstream/facts/device-plugin.yaml resource-mig-mixed).
+    """
+    return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
 @dataclass(frozen=True)
@@ -65,7 +78,7 @@ def advertised_resources(
         layout = mig or {}
         if mig_strategy == "single":
             return {"nvidia.com/gpu": count * sum(layout.values())}
-        return {f"nvidia.com/mig-{p}": count * c for p, c in sorted(layout.items()) if c}
+        return {mig_resource(p): count * c for p, c in sorted(layout.items()) if c}
     if mode in SHARED_MODES and replicas > 1:
         name = "nvidia.com/gpu.shared" if rename_by_default else "nvidia.com/gpu"
         return {name: count * replicas}

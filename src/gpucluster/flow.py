@@ -198,13 +198,13 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
     and every failed or skipped row.
     """
     from gpucluster import expected
-    from gpucluster.verify import cluster, report, snapshot
+    from gpucluster.verify import cluster, report
     from gpucluster.verify.model import Verdict
 
     states = expected.host_states(spec)
     deadline = time.monotonic() + settle_s
     while True:
-        results = cluster.run(spec, snapshot.fetch(str(kubeconfig) if kubeconfig else None, context), states)
+        results = cluster.run(spec, cluster.fetch(spec, str(kubeconfig) if kubeconfig else None, context), states)
         failed = any(r.verdict is Verdict.failed for r in results)
         if not failed or time.monotonic() >= deadline:
             break

@@ -17,6 +17,10 @@ DRA = "gpucluster.dev/dra"
 TENANT = "gpucluster.dev/tenant"
 #: ResourceQuota annotation: the GPUs the tenant's Volcano queue may hold.
 QUEUE_CAPABILITY = "gpucluster.dev/queue-capability-gpus"
+#: Tenant Namespace annotations the tenant admission policies read: the DeviceClasses and the
+#: PriorityClasses the tenant may use, comma-separated (tenants cannot edit their Namespace).
+ALLOWED_DEVICE_CLASSES = "gpucluster.dev/allowed-device-classes"
+ALLOWED_PRIORITY_CLASSES = "gpucluster.dev/allowed-priority-classes"
 #: DeviceClass annotation: the spec's description of the class.
 DESCRIPTION = "gpucluster.dev/description"
 #: Annotation on the local world's structural stand-in CRDs (operators whose Go API is not served).
@@ -125,6 +129,18 @@ def is_agent_label(key: str) -> bool:
     """Labels NVIDIA's node agents, NFD's NIC rule or the network operator own (never set by us or users)."""
     return is_gfd_label(key) or key in NIC_AGENT_LABELS or key in GPU_OPERATOR_LABELS
 
+# -- Volcano ------------------------------------------------------------------------------------
+#: Pod and Namespace annotation: the Volcano queue a pod's PodGroup goes to (volcano-sh/apis v1.14.0
+#: pkg/apis/scheduling/v1beta1/labels.go:48); on a Namespace, Volcano's PodGroup webhook uses it for
+#: PodGroups that name the default queue.
+VOLCANO_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+#: Pod annotation: the PodGroup a pod belongs to (labels.go:32); vc-controller sets it on a Job's pods.
+VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+
+# -- DRA ------------------------------------------------------------------------------------------
+#: Namespace label ``"true"`` that lets claims there ask for admin access to devices (k8s.io/api
+#: v0.36.3 resource/v1/types.go:967). gpucluster never sets it on a tenant namespace.
+DRA_ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
 
 # -- Multus ---------------------------------------------------------------------------------------
 #: NetworkAttachmentDefinition annotation: the device-plugin resource pods of this network request.

@@ -27,9 +27,9 @@ from gpucluster.render import gpu_operator, render
 from gpucluster.render import network_operator as network
 from gpucluster.simulator import Simulator, attach
 from gpucluster.simulator.objects import slice_name
-from gpucluster.verify.cluster import device_problems
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.verify.cluster import device_problems
 
 pytestmark = pytest.mark.integration
 LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"

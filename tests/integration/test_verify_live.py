@@ -37,16 +37,19 @@ def served_kinds(lw: Cluster) -> set[tuple[str, str]]:
     return kinds
 
 
-def apply_rendered(lw: Cluster, objs: list[dict]) -> list[str]:
-    """Server-side apply every object whose kind the API serves; return the ones left out."""
+def apply_rendered(lw: Cluster, objs: list[dict], *, force: bool = False) -> list[str]:
+    """Server-side apply every object whose kind the API serves; return the ones left out.
+
+    ``force`` takes back fields another manager (a fault's ``kubectl patch``) changed.
+    """
     kinds = served_kinds(lw)
     ok, left_out = [], []
     for o in objs:
         group = o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else ""
         (ok if (group, o["kind"]) in kinds else left_out).append(o)
     ns_first = sorted(ok, key=lambda o: o["kind"] != "Namespace")
-    lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
-            stdin=yaml.safe_dump_all(ns_first))
+    lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", *(["--force-conflicts"] if force else []),
+               "-f", "-", stdin=yaml.safe_dump_all(ns_first))
     return [f"{o['kind']}/{o['metadata']['name']}" for o in left_out]
 
 
@@ -96,10 +99,12 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set(), data["results"]
     assert code == 0
-    assert data["listCalls"] == 11
+    assert data["listCalls"] == 13
+    assert data["accessReviews"] > 100  # every group the spec binds, every grant and protected write
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
-            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security"} <= passed
+            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security", "tenant-admission",
+            "tenant-rbac"} <= passed
     for r in data["results"]:
         if r["verdict"] == "skip":
             assert r["reason"], r
@@ -121,6 +126,25 @@ def _device_class_expr(lw: Cluster, old: str, new: str) -> None:
     dc["spec"]["selectors"][0]["cel"]["expression"] = expr.replace(old, new)
     lw.kubectl("patch", "deviceclass", "gpu-80gb", "--type=merge", "-p", json.dumps({"spec": dc["spec"]}))
 
+
+def _rendered(kind: str, ns: str | None = None) -> list[dict]:
+    return [o for o in render(load_spec(LOCAL)).objects() if o["kind"] == kind
+            and (ns is None or o["metadata"].get("namespace") == ns)]
+
+
+def _patch(lw: Cluster, *target: str, body: dict) -> None:
+    lw.kubectl("patch", *target, "--type=merge", "-p", json.dumps(body))
+
+
+ALLOW_ALL = {"spec": {"ingress": [{}], "egress": [{}]}}
+EXTRA_POLICY = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": "open", "namespace": "inference"},
+                "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]}}
+CLUSTER_ADMIN = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": "inference-is-admin"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "inference"}]}
+ALLOWED_CLASSES = "gpucluster.dev/allowed-device-classes"
 
 # fault id: (inject(lw, sim), undo(lw, sim), failures expected and nothing else)
 FAULTS = {
@@ -149,6 +173,45 @@ FAULTS = {
         lambda lw, sim: apply_rendered(lw, [o for o in render(load_spec(LOCAL)).objects()
                                              if o["kind"] == "ResourceQuota"]),
         {("tenant-quota", "tenants/inference")}),
+    "quota-raised": (
+        lambda lw, sim: _patch(lw, "resourcequota", "-n", "inference", "gpucluster-quota",
+                               body={"spec": {"hard": {"requests.nvidia.com/gpu": "99"}}}),
+        lambda lw, sim: apply_rendered(lw, _rendered("ResourceQuota", "inference"), force=True),
+        {("tenant-quota", "tenants/inference")}),
+    "limitrange-deleted": (
+        lambda lw, sim: lw.kubectl("delete", "limitrange", "-n", "inference", "gpucluster-defaults"),
+        lambda lw, sim: apply_rendered(lw, _rendered("LimitRange", "inference")),
+        {("tenant-limitrange", "tenants/inference")}),
+    "networkpolicy-allow-all": (
+        lambda lw, sim: _patch(lw, "networkpolicy", "-n", "inference", "gpucluster-isolate", body=ALLOW_ALL),
+        lambda lw, sim: apply_rendered(lw, _rendered("NetworkPolicy", "inference"), force=True),
+        {("tenant-security", "tenants/inference")}),
+    "extra-allow-all-networkpolicy": (
+        lambda lw, sim: apply_rendered(lw, [EXTRA_POLICY]),
+        lambda lw, sim: lw.kubectl("delete", "networkpolicy", "-n", "inference", "open"),
+        {("tenant-security", "tenants/inference")}),
+    "pod-security-lowered": (
+        lambda lw, sim: lw.kubectl("label", "--overwrite", "namespace", "inference",
+                                   "pod-security.kubernetes.io/enforce=privileged"),
+        lambda lw, sim: lw.kubectl("label", "--overwrite", "namespace", "inference",
+                                   "pod-security.kubernetes.io/enforce=restricted"),
+        {("tenant-security", "tenants/inference")}),
+    "admission-binding-warns-only": (
+        lambda lw, sim: _patch(lw, "validatingadmissionpolicybinding", "gpucluster-tenant-resourceclaims",
+                               body={"spec": {"validationActions": ["Warn"]}}),
+        # validationActions is a set-list: an apply would merge Deny into [Warn]; a merge patch replaces it
+        lambda lw, sim: _patch(lw, "validatingadmissionpolicybinding", "gpucluster-tenant-resourceclaims",
+                               body={"spec": {"validationActions": ["Deny"]}}),
+        {("tenant-admission", "validatingadmissionpolicy/gpucluster-tenant-resourceclaims")}),
+    "namespace-allowances-widened": (
+        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference",
+                                   f"{ALLOWED_CLASSES}=gpu.nvidia.com"),
+        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference", f"{ALLOWED_CLASSES}="),
+        {("tenant-admission", "tenants/inference")}),
+    "tenant-bound-to-cluster-admin": (
+        lambda lw, sim: apply_rendered(lw, [CLUSTER_ADMIN]),
+        lambda lw, sim: lw.kubectl("delete", "clusterrolebinding", "inference-is-admin"),
+        {("tenant-rbac", "tenants/inference")}),
     "class-matches-nothing": (
         lambda lw, sim: _device_class_expr(lw, "quantity('80G')", "quantity('1000Gi')"),
         lambda lw, sim: _device_class_expr(lw, "quantity('1000Gi')", "quantity('80G')"),

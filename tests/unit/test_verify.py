@@ -12,9 +12,9 @@ import pytest
 from gpucluster import catalog, expected
 from gpucluster.render import render
 from gpucluster.spec import load_spec
-from gpucluster.verify import cel, cluster, report
+from gpucluster.verify import cel, cluster, report, tenancy
 from gpucluster.verify.model import Verdict
-from gpucluster.verify.snapshot import Snapshot
+from gpucluster.verify.snapshot import AccessQuestion, Snapshot
 
 
 def placed_name(d: expected.Device, used: dict[int, set[int]]) -> str:
@@ -68,6 +68,9 @@ def perfect(spec) -> Snapshot:
         device_classes=kind("DeviceClass"), daemonsets=[], quotas=kind("ResourceQuota"),
         limit_ranges=kind("LimitRange"), queues=kind("Queue"), prometheus_rules=kind("PrometheusRule"),
         namespaces=kind("Namespace"), network_policies=kind("NetworkPolicy"), priority_classes=kind("PriorityClass"),
+        admission_policies=kind("ValidatingAdmissionPolicy"),
+        admission_bindings=kind("ValidatingAdmissionPolicyBinding"),
+        access=tenancy.expected_access(spec),
     )
 
 
@@ -88,7 +91,8 @@ def test_perfect_cluster_passes(spec):
     checks = {r.check for r in results if r.verdict is Verdict.passed}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
             "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-queue", "alert-rules",
-            "tenant-security", "priority-classes", "charts-pinned", "gpu-health"} <= checks
+            "tenant-security", "tenant-admission", "tenant-rbac", "priority-classes", "charts-pinned",
+            "gpu-health"} <= checks
     skipped = [r for r in results if r.verdict is Verdict.skipped]
     assert all(r.reason for r in skipped)
 
@@ -140,8 +144,87 @@ def replicas_changed(s):
         n["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "2"
 
 
+def of(items, ns, name):
+    return next(o for o in items if o["metadata"].get("namespace") == ns and o["metadata"]["name"] == name)
+
+
+def quota_raised(s):
+    of(s.quotas, "inference", "gpucluster-quota")["spec"]["hard"]["requests.nvidia.com/gpu"] = "99"
+
+
+def quota_key_dropped(s):
+    hard = of(s.quotas, "ml-research", "gpucluster-quota")["spec"]["hard"]
+    del hard["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"]
+
+
+def quota_in_canonical_units(s):
+    # what the API server may return: the same values in other units must still pass
+    of(s.quotas, "ml-research", "gpucluster-quota")["spec"]["hard"]["requests.memory"] = str(2 * 2**40)
+
+
+def limit_range_deleted(s):
+    s.limit_ranges = [lr for lr in s.limit_ranges if lr["metadata"]["namespace"] != "inference"]
+
+
+def limit_range_changed(s):
+    of(s.limit_ranges, "inference", "gpucluster-defaults")["spec"]["limits"][0]["default"]["cpu"] = "64"
+
+
+def policy_allow_all(s):
+    np = of(s.network_policies, "inference", "gpucluster-isolate")
+    np["spec"]["ingress"], np["spec"]["egress"] = [{}], [{}]
+
+
+def extra_policy(s):
+    s.network_policies.append({"metadata": {"name": "open", "namespace": "inference"},
+                               "spec": {"podSelector": {}, "ingress": [{}]}})
+
+
+def pod_security_lowered(s):
+    ns = next(n for n in s.namespaces if n["metadata"]["name"] == "inference")
+    ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+
+
+def binding_warns_only(s):
+    b = next(b for b in s.admission_bindings if b["metadata"]["name"] == "gpucluster-tenant-resourceclaims")
+    b["spec"]["validationActions"] = ["Warn"]
+
+
+def policy_deleted(s):
+    s.admission_policies = [p for p in s.admission_policies if p["metadata"]["name"] != "gpucluster-tenant-pods"]
+
+
+def allowances_widened(s):
+    ns = next(n for n in s.namespaces if n["metadata"]["name"] == "inference")
+    ns["metadata"]["annotations"]["gpucluster.dev/allowed-device-classes"] = "gpu.nvidia.com"
+
+
+def cluster_admin_bound(s):
+    # what the authorizer answers once `inference` is bound to cluster-admin: yes to everything
+    assert s.access is not None
+    s.access = {q: True if q.group == "inference" else a for q, a in s.access.items()}
+
+
+def role_lost_a_grant(s):
+    assert s.access is not None
+    s.access[AccessQuestion("inference", "create", "", "pods", "inference")] = False
+
+
 FAULTS = {
     # fault: (injector, the failures it must cause and nothing else)
+    "quota-raised": (quota_raised, {("tenant-quota", "tenants/inference")}),
+    "quota-key-dropped": (quota_key_dropped, {("tenant-quota", "tenants/ml-research")}),
+    "limit-range-deleted": (limit_range_deleted, {("tenant-limitrange", "tenants/inference")}),
+    "limit-range-changed": (limit_range_changed, {("tenant-limitrange", "tenants/inference")}),
+    "network-policy-allow-all": (policy_allow_all, {("tenant-security", "tenants/inference")}),
+    "extra-network-policy": (extra_policy, {("tenant-security", "tenants/inference")}),
+    "pod-security-lowered": (pod_security_lowered, {("tenant-security", "tenants/inference")}),
+    "binding-warns-only": (binding_warns_only,
+                           {("tenant-admission", "validatingadmissionpolicy/gpucluster-tenant-resourceclaims")}),
+    "policy-deleted": (policy_deleted, {("tenant-admission", "validatingadmissionpolicy/gpucluster-tenant-pods")}),
+    "allowances-widened": (allowances_widened, {("tenant-admission", "tenants/inference")}),
+    "cluster-admin-bound": (cluster_admin_bound, {("tenant-rbac", "tenants/inference")}),
+    "role-lost-a-grant": (role_lost_a_grant, {("tenant-rbac", "tenants/inference")}),
     "allocatable-lowered": (lower_allocatable, {("node-allocatable", "l4-1")}),
     "device-removed": (remove_device, {("dra-slices", "h100-2")}),
     "taint-removed": (remove_taint, {("node-taints", "h200-1")}),
@@ -191,6 +274,41 @@ def test_crds_absent_are_skips_with_reasons(spec):
     results = cluster.run(spec, snap)
     skips = {r.check: r.reason for r in results if r.verdict is Verdict.skipped}
     assert "Queue CRD" in skips["tenant-queue"] and "PrometheusRule CRD" in skips["alert-rules"]
+
+
+def test_quota_in_other_units_still_passes(spec):
+    snap = perfect(spec)
+    quota_in_canonical_units(snap)
+    assert failures(cluster.run(spec, snap)) == set()
+
+
+def test_rbac_failure_names_group_verb_and_resource(spec):
+    snap = perfect(spec)
+    cluster_admin_bound(snap)
+    row = next(r for r in cluster.run(spec, snap) if r.check == "tenant-rbac" and r.verdict is Verdict.failed)
+    assert "group inference may create resourcequotas in inference (the spec says it may not)" in row.reason
+
+
+def test_rbac_not_reviewable_is_a_skip_with_the_reason(spec):
+    snap = perfect(spec)
+    snap.access, snap.access_error = None, "POST subjectaccessreviews: HTTP 403; checking tenant RBAC needs create"
+    skips = {(r.check, r.subject): r.reason for r in cluster.run(spec, snap) if r.verdict is Verdict.skipped}
+    assert "needs create" in skips[("tenant-rbac", "tenants/inference")]
+
+
+def test_access_questions_cover_every_group_and_protected_write(spec):
+    qs = tenancy.access_questions(spec)
+    assert {q.group for q in qs} == {"ml-research", "ml-research-admins", "inference", "inference-admins"}
+    want = tenancy.expected_access(spec)
+    assert want[AccessQuestion("inference", "delete", "", "resourcequotas", "inference")] is False
+    assert want[AccessQuestion("inference", "create", "resource.k8s.io", "resourceclaimtemplates", "inference")]
+    assert want[AccessQuestion("inference-admins", "create", "", "secrets", "inference")]
+    assert AccessQuestion("inference", "create", "", "secrets", "inference") not in want
+    review = AccessQuestion("g", "update", "resource.k8s.io", "resourceclaims/status", "ns").review()
+    assert review["spec"]["groups"] == ["g", "system:authenticated"]
+    assert review["spec"]["resourceAttributes"] == {"verb": "update", "group": "resource.k8s.io",
+                                                    "resource": "resourceclaims", "subresource": "status",
+                                                    "namespace": "ns"}
 
 
 def test_cel_subset():

@@ -38,7 +38,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     if show_checklist:
         click.echo("\n".join(checklist.lines()))
         return
-    from gpucluster.verify import cluster, snapshot
+    from gpucluster.verify import cluster
 
     for flag, path in (("--json", json_out), ("--junit", junit)):
         if path is not None:
@@ -46,7 +46,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
                        "verify.xml)", err=True)
     spec = inventories.load(inventory)
     started = time.perf_counter()
-    snap = snapshot.fetch(inventories.kubeconfig_for(spec, kubeconfig), context)
+    snap = cluster.fetch(spec, inventories.kubeconfig_for(spec, kubeconfig), context)
     fetched = time.perf_counter()
     results: list[Result] = cluster.rows(spec, snap, metrics_url)
     if host_mode != "none":
@@ -58,7 +58,8 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
             except Exception as err:  # a host we cannot reach is a failed check, not a crash
                 results.append(Result("host-reachable", host.name, Verdict.failed, "reachable", str(err)[:200]))
     elapsed = time.perf_counter() - started
-    meta = {"cluster": spec.metadata.name, "listCalls": snap.calls, "seconds": round(elapsed, 3)}
+    meta = {"cluster": spec.metadata.name, "listCalls": snap.calls, "accessReviews": snap.reviews,
+            "seconds": round(elapsed, 3)}
     if output == "json":
         click.echo(report.to_json(results, meta))
     elif output == "junit":
@@ -66,7 +67,8 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     else:
         console = Console(width=160)
         report.table(results, console, only_problems=problems_only)
-        console.print(f"{snap.calls} LIST calls in {fetched - started:.2f}s; checks done in {elapsed:.2f}s")
+        console.print(f"{snap.calls} LIST calls and {snap.reviews} access reviews in {fetched - started:.2f}s; "
+                      f"checks done in {elapsed:.2f}s")
     if out_dir is not None:
         report.write(out_dir / "verify.json", report.to_json(results, meta))
         report.write(out_dir / "verify.xml", report.to_junit(results))

@@ -10,7 +10,7 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
      ["node-ready", "node-capacity", "node-allocatable", "gpu-health", "gpu-xid", "gpu-ecc", "gpu-count-metrics"], ""),
     ("Managed labels and taints", ["node-labels", "node-taints"], ""),
     ("Separate queues/quotas for online, batch, training, notebooks",
-     ["tenant-quota", "tenant-queue", "priority-classes"], ""),
+     ["tenant-quota", "tenant-queue", "tenant-admission", "priority-classes"], ""),
     ("MIG/time-slicing choice tested", ["node-capacity", "node-labels"],
      "verify checks the advertised result per sharing mode; the choice itself is a design decision"),
     ("DRA DeviceClass, claims and driver state verified",
@@ -19,9 +19,10 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
      "units are fixed by the exporter CSV gpucluster renders and unit-tested; promtool tests the rules"),
     ("GPU/CPU/RAM/storage/network limits together", ["tenant-quota", "tenant-limitrange"],
      "storage and network bandwidth limits are not modelled by the spec yet"),
-    ("Image digests, Pod Security, RBAC, NetworkPolicy, secrets", ["tenant-security"],
-     "not automatable here: image digests live in upstream charts; RBAC and secrets are reviewed in the "
-     "render tests (least-privilege roles, no Secret in the bundle), not on the live cluster"),
+    ("Image digests, Pod Security, RBAC, NetworkPolicy, secrets", ["tenant-security", "tenant-rbac",
+                                                                   "tenant-admission"],
+     "image digests live in upstream charts and are not checked here; secrets: the bundle holds none "
+     "(render tests), the live cluster's Secrets are not read"),
     ("Cost labels", [],
      "not automatable by verify: cost attribution relies on the exporter's namespace/pod labels, "
      "checked by `gpucluster cost` and its tests"),

@@ -8,17 +8,18 @@ integration tests.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from gpucluster import expected
 from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device
 from gpucluster.expected import HostState
 from gpucluster.render.monitoring import alert_rules
-from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.spec.quantity import parse_quantity
 from gpucluster.verify import cel
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
+from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
 
 GPU_PREFIXES = ("nvidia.com/", "rdma/")
 
@@ -206,45 +207,6 @@ def daemonset_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
             yield compare("daemonsets-ready", f"{ns}/{d['metadata']['name']}", f"{want} ready", f"{ready} ready")
 
 
-def tenant_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
-    quotas = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in snap.quotas}
-    limits = {lr["metadata"]["namespace"] for lr in snap.limit_ranges}
-    queues = {q["metadata"]["name"]: q for q in snap.queues or []}
-    for t in spec.tenants:
-        subject = f"tenants/{t.name}"
-        q = quotas.get((t.ns, "gpucluster-quota"))
-        if q is None:
-            yield fail("tenant-quota", subject, f"ResourceQuota in {t.ns}", "missing")
-        else:
-            hard = q.get("spec", {}).get("hard", {})
-            yield compare("tenant-quota", subject, f"requests.nvidia.com/gpu={t.quota.gpus}",
-                          f"requests.nvidia.com/gpu={hard.get('requests.nvidia.com/gpu', '(none)')}")
-        yield compare("tenant-limitrange", subject, f"LimitRange in {t.ns}",
-                      f"LimitRange in {t.ns}" if t.ns in limits else "missing")
-        if not spec.scheduling.volcano.enabled:
-            continue
-        if snap.queues is None:
-            yield skip("tenant-queue", subject, "Volcano's Queue CRD is not installed")
-            continue
-        queue = queues.get(t.name)
-        cap = (queue or {}).get("spec", {}).get("capability", {}).get("nvidia.com/gpu")
-        yield compare("tenant-queue", subject, f"queue capability {queue_capability(t)} GPUs",
-                      f"queue capability {cap} GPUs" if queue else "missing")
-
-
-def security_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
-    """Tenant namespaces enforce their Pod Security level and are isolated by a NetworkPolicy."""
-    namespaces = {n["metadata"]["name"]: n for n in snap.namespaces}
-    policies = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in snap.network_policies}
-    for t in spec.tenants:
-        ns = namespaces.get(t.ns)
-        level = (ns or {}).get("metadata", {}).get("labels", {}).get("pod-security.kubernetes.io/enforce")
-        isolated = (t.ns, "gpucluster-isolate") in policies
-        yield compare("tenant-security", f"tenants/{t.name}",
-                      f"pod-security={t.pod_security}, isolated",
-                      f"pod-security={level or 'none'}, {'isolated' if isolated else 'no NetworkPolicy'}")
-
-
 def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
     have = {p["metadata"]["name"]: p for p in snap.priority_classes}
     for pc in spec.scheduling.priority_classes:
@@ -280,12 +242,20 @@ def alert_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
         yield ok("alert-rules", "monitoring", f"{len(want)} alerts", "all loaded")
 
 
+def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str | None = None) -> Snapshot:
+    """The snapshot every check of ``spec`` needs: the LISTs and the tenant access reviews."""
+    from gpucluster.verify import snapshot, tenancy
+
+    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec))
+
+
 def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None) -> list[Result]:
     """Every cluster check; ``states`` (from :func:`expected.host_states`) is computed when not given."""
     states = states if states is not None else expected.host_states(spec)
     return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
             *daemonset_checks(spec, snap), *tenant_checks(spec, snap), *security_checks(spec, snap),
-            *priority_checks(spec, snap), *alert_checks(spec, snap), *pin_checks(spec)]
+            *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
+            *alert_checks(spec, snap), *pin_checks(spec)]
 
 
 def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = ()) -> list[Result]:

@@ -61,17 +61,18 @@ def spec_of(config: pytest.Config) -> Any:
 
 
 def cluster_results(config: pytest.Config) -> list:
-    """Every row `gpucluster verify` shows without --hosts: one snapshot (11 LISTs) plus DCGM metrics."""
+    """Every row `gpucluster verify` shows without --hosts: one snapshot (13 LISTs and the tenant access
+    reviews) plus DCGM metrics."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
         from gpucluster import inventory
-        from gpucluster.verify import cluster, snapshot
+        from gpucluster.verify import cluster
 
         spec = spec_of(config)
         problem = ""
         try:
             kubeconfig = inventory.kubeconfig_for(spec, config.getoption("--gpucluster-kubeconfig"))
-            snap = snapshot.fetch(kubeconfig, config.getoption("--gpucluster-context"))
+            snap = cluster.fetch(spec, kubeconfig, config.getoption("--gpucluster-context"))
             config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url")))
         except GpuclusterError as err:
             problem = str(err)
