@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Cluster, wait_for
+from cluster_helpers import Cluster, wait_for
 
 from gpucluster.render import render
 from gpucluster.spec import load_spec
