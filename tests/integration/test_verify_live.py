@@ -78,11 +78,13 @@ def deployed(lw: Cluster) -> Iterator[tuple[Cluster, Simulator, list[str]]]:
     sim.close()
 
 
-def verify(lw: Cluster, tmp_path: Path, capsys) -> tuple[int, dict]:
+def verify(lw: Cluster, tmp_path: Path, capsys, *, partial: bool = True) -> tuple[int, dict]:
+    """`gpucluster verify` on the local world: a partial run (its charts are never installed, so what
+    they would run is not measured) unless ``partial`` is False."""
     report = tmp_path / "verify.json"
     junit = tmp_path / "verify.xml"
     code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--json", str(report),
-                       "--junit", str(junit)])
+                       "--junit", str(junit), *(["--partial"] if partial else [])])
     out = capsys.readouterr()
     assert report.exists(), f"verify exited {code} without a report:\n{out.err}\n{out.out[-3000:]}"
     data = json.loads(report.read_text())
@@ -99,15 +101,27 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set(), data["results"]
     assert code == 0
-    assert data["listCalls"] == 13
+    assert data["listCalls"] == 14
     assert data["accessReviews"] > 100  # every group the spec binds, every grant and protected write
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
             "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security", "tenant-admission",
             "tenant-rbac"} <= passed
+    unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
+    # The local world installs no chart: the operators' DaemonSets and releases are not measured
+    # (never passed); no node-problem-detector reports GPU conditions; this world has no Volcano
+    # CRDs; no DCGM endpoint is given.
+    assert unmeasured == {"daemonsets-ready", "charts-installed", "gpu-health", "tenant-queue", "gpu-xid"}
     for r in data["results"]:
-        if r["verdict"] == "skip":
+        if r["verdict"] == "not-measured":
             assert r["reason"], r
+
+
+def test_without_partial_unmeasured_rows_fail_the_run(deployed, tmp_path, capsys):
+    lw, _sim, _left_out = deployed
+    code, data = verify(lw, tmp_path, capsys, partial=False)
+    assert failed(data) == set() and data["summary"]["not-measured"] > 0
+    assert code == 1
 
 
 def _cm_replicas(lw: Cluster, replicas: int) -> None:
@@ -148,6 +162,15 @@ ALLOWED_CLASSES = "gpucluster.dev/allowed-device-classes"
 
 # fault id: (inject(lw, sim), undo(lw, sim), failures expected and nothing else)
 FAULTS = {
+    "unknown-node": (
+        lambda lw, sim: lw.kubectl("create", "-f", "-", stdin=yaml.safe_dump(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "stray-1"}})),
+        lambda lw, sim: lw.kubectl("delete", "node", "stray-1", "--wait=true"),
+        {("node-known", "stray-1")}),
+    "extra-managed-taint": (
+        lambda lw, sim: lw.kubectl("taint", "node", "l4-1", "nvidia.com/gpu=maintenance:NoExecute"),
+        lambda lw, sim: lw.kubectl("taint", "node", "l4-1", "nvidia.com/gpu:NoExecute-"),
+        {("node-taints", "l4-1")}),
     "allocatable-lowered": (
         lambda lw, sim: (sim.inject("l4-1", "unhealthy-gpus", "0"), sim.sync()),
         lambda lw, sim: (sim.clear("l4-1"), sim.sync()),
@@ -344,7 +367,8 @@ def _suite(lw: Cluster, tmp_path: Path) -> tuple[int, dict[str, str]]:
     junit = tmp_path / "suite.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
                            "gpucluster.verify.suite.test_cluster", "--gpucluster-inventory", str(LOCAL),
-                           "--gpucluster-kubeconfig", str(lw.kubeconfig), f"--junitxml={junit}"],
+                           "--gpucluster-kubeconfig", str(lw.kubeconfig), "--gpucluster-partial",
+                           f"--junitxml={junit}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert junit.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     verdicts = {}
@@ -362,7 +386,7 @@ def test_plain_pytest_suite_runs_the_same_checks(deployed, tmp_path, capsys):
     assert code == 0, [k for k, v in verdicts.items() if v != "passed"]
     assert len(verdicts) == len(data["results"])
     assert {k for k, v in verdicts.items() if v == "skipped"} == {
-        f"{r['check']}[{r['subject']}]" for r in data["results"] if r["verdict"] == "skip"}
+        f"{r['check']}[{r['subject']}]" for r in data["results"] if r["verdict"] == "not-measured"}
     lw.kubectl("taint", "node", "h200-1", "nvidia.com/gpu-")
     try:
         code, verdicts = _suite(lw, tmp_path)

@@ -405,3 +405,12 @@ def test_privileged_tenant_and_cdi_off_are_warnings(write_spec, base):
     assert "every GPU of the node" in warns["tenants[0].podSecurity"].message
     assert "NVIDIA_VISIBLE_DEVICES" in warns["gpuOperator.cdi"].message
     assert "cdi: true" in warns["gpuOperator.cdi"].hint
+
+
+@pytest.mark.parametrize("version", ["~26.3", "26.x", "latest", ">=1.0.0", ""])
+def test_a_chart_version_that_is_not_exact_is_refused(write_spec, base, cli, version):
+    base["gpuOperator"] = {"chart": {"repository": "https://charts.example.com/nvidia", "chart": "gpu-operator",
+                                     "version": version}}
+    out = cli("validate", "-i", str(write_spec(base)))
+    assert out.exit_code == 2 and "gpuOperator.chart.version" in out.output and "exact" in out.output
+    assert "Traceback" not in out.output

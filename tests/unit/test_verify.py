@@ -10,10 +10,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gpucluster import catalog, expected
-from gpucluster.render import render
+from gpucluster.render import releases, render
 from gpucluster.spec import load_spec
-from gpucluster.verify import cel, cluster, report, tenancy
+from gpucluster.verify import cel, cluster, helm, report, tenancy
 from gpucluster.verify.model import Verdict
+from gpucluster.verify.model import problems as model_problems
 from gpucluster.verify.snapshot import AccessQuestion, Snapshot
 
 
@@ -46,6 +47,15 @@ def slice_for(node: str, devices: list[expected.Device]) -> dict:
                                                            "pool": {"name": node}, "devices": devs}}
 
 
+def helm_record(name: str, namespace: str, chart: str, version: str) -> dict:
+    """A deployed release's Secret as Helm 3 stores it."""
+    release = {"name": name, "namespace": namespace, "version": 1, "info": {"status": "deployed"},
+               "chart": {"metadata": {"name": chart, "version": version}}}
+    return {"metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": namespace,
+                         "labels": {"owner": "helm", "name": name, "status": "deployed"}},
+            "type": "helm.sh/release.v1", "data": {"release": helm.encode(release)}}
+
+
 def perfect(spec) -> Snapshot:
     r = render(spec)
     objs = r.objects()
@@ -58,14 +68,21 @@ def perfect(spec) -> Snapshot:
             kv, effect = t.rsplit(":", 1)
             k, _, v = kv.partition("=")
             taints.append({"key": k, "value": v, "effect": effect})
+        conditions = [{"type": "Ready", "status": "True"}]
+        if s.gpu_count:  # as a node-problem-detector GPU monitor reports a healthy node
+            conditions.append({"type": "GpuUnhealthy", "status": "False"})
         nodes.append({"metadata": {"name": name, "labels": dict(s.labels)}, "spec": {"taints": taints},
-                      "status": {"capacity": dict(res), "allocatable": dict(res),
-                                 "conditions": [{"type": "Ready", "status": "True"}]}})
+                      "status": {"capacity": dict(res), "allocatable": dict(res), "conditions": conditions}})
     kind = lambda k: [copy.deepcopy(o) for o in objs if o["kind"] == k]  # noqa: E731
+    daemonsets = [{"metadata": {"namespace": ns, "name": name},
+                   "status": {"desiredNumberScheduled": len(hosts), "numberReady": len(hosts)}}
+                  for (ns, name), hosts in expected.daemonsets(spec).items()]
+    charts = [helm_record(rel.name, rel.namespace, rel.chart, rel.version) for rel in releases(spec)]
     return Snapshot(
+        helm_releases=charts,
         nodes=nodes,
         resource_slices=[slice_for(n, s.devices) for n, s in states.items() if s.devices],
-        device_classes=kind("DeviceClass"), daemonsets=[], quotas=kind("ResourceQuota"),
+        device_classes=kind("DeviceClass"), daemonsets=daemonsets, quotas=kind("ResourceQuota"),
         limit_ranges=kind("LimitRange"), queues=kind("Queue"), prometheus_rules=kind("PrometheusRule"),
         namespaces=kind("Namespace"), network_policies=kind("NetworkPolicy"), priority_classes=kind("PriorityClass"),
         admission_policies=kind("ValidatingAdmissionPolicy"),
@@ -91,8 +108,8 @@ def test_perfect_cluster_passes(spec):
     checks = {r.check for r in results if r.verdict is Verdict.passed}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
             "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-queue", "alert-rules",
-            "tenant-security", "tenant-admission", "tenant-rbac", "priority-classes", "charts-pinned",
-            "gpu-health"} <= checks
+            "tenant-security", "tenant-admission", "tenant-rbac", "priority-classes", "charts-installed",
+            "daemonsets-ready", "gpu-health"} <= checks
     skipped = [r for r in results if r.verdict is Verdict.skipped]
     assert all(r.reason for r in skipped)
 
@@ -133,7 +150,8 @@ def class_matches_nothing(s):
 
 
 def gpu_condition(s):
-    node(s, "h200-1")["status"]["conditions"].append({"type": "GpuUnhealthy", "status": "True", "message": "XID 79"})
+    conditions = node(s, "h200-1")["status"]["conditions"]
+    next(c for c in conditions if c["type"] == "GpuUnhealthy").update(status="True", message="XID 79")
 
 
 def replicas_changed(s):
@@ -210,8 +228,76 @@ def role_lost_a_grant(s):
     s.access[AccessQuestion("inference", "create", "", "pods", "inference")] = False
 
 
+def daemonset_missing(s):
+    s.daemonsets = [d for d in s.daemonsets if d["metadata"]["name"] != "nvidia-device-plugin-daemonset"]
+
+
+def daemonset_on_fewer_nodes(s):
+    ds = next(d for d in s.daemonsets if d["metadata"]["name"] == "gpu-feature-discovery")
+    ds["status"]["desiredNumberScheduled"] -= 1
+    ds["status"]["numberReady"] -= 1
+
+
+def daemonset_not_ready(s):
+    ds = next(d for d in s.daemonsets if d["metadata"]["name"] == "nvidia-mig-manager")
+    ds["status"]["numberReady"] = 0
+
+
+def chart_other_version(s):
+    rel = next(r for r in releases(load_spec_local()) if r.name == "gpu-operator")
+    s.helm_releases = [r for r in s.helm_releases or [] if r["metadata"]["labels"]["name"] != "gpu-operator"]
+    s.helm_releases.append(helm_record(rel.name, rel.namespace, rel.chart, "v25.10.0"))
+
+
+def chart_missing(s):
+    s.helm_releases = [r for r in s.helm_releases or [] if r["metadata"]["labels"]["name"] != "volcano"]
+
+
+def extra_managed_taint(s):
+    node(s, "l4-1")["spec"]["taints"].append({"key": "nvidia.com/gpu", "value": "x", "effect": "NoExecute"})
+
+
+def unknown_node(s):
+    extra = copy.deepcopy(node(s, "cp-1"))
+    extra["metadata"]["name"] = "stray-1"
+    s.nodes.append(extra)
+
+
+def extra_dra_device(s):
+    sl = next(x for x in s.resource_slices if x["spec"]["nodeName"] == "h100-1")
+    sl["spec"]["devices"].append(dict(sl["spec"]["devices"][0], name="gpu-8"))
+
+
+def queue_capability_raised(s):
+    q = next(q for q in s.queues if q["metadata"]["name"] == "inference")
+    q["spec"]["capability"]["nvidia.com/gpu"] = "999"
+
+
+def priority_class_value_changed(s):
+    pc = next(p for p in s.priority_classes if p["metadata"]["name"] == "training")
+    pc["value"] = pc["value"] + 1
+
+
+def alert_dropped(s):
+    for pr in s.prometheus_rules:
+        for g in pr["spec"]["groups"]:
+            g["rules"] = [r for r in g["rules"] if r.get("alert") != "GPUXidError"]
+
+
 FAULTS = {
     # fault: (injector, the failures it must cause and nothing else)
+    "queue-capability-raised": (queue_capability_raised, {("tenant-queue", "tenants/inference")}),
+    "alert-dropped": (alert_dropped, {("alert-rules", "monitoring")}),
+    "priority-class-value-changed": (priority_class_value_changed, {("priority-classes", "priorityclass/training")}),
+    "daemonset-missing": (daemonset_missing, {("daemonsets-ready", "gpu-operator/nvidia-device-plugin-daemonset")}),
+    "daemonset-on-fewer-nodes": (daemonset_on_fewer_nodes,
+                                 {("daemonsets-ready", "gpu-operator/gpu-feature-discovery")}),
+    "daemonset-not-ready": (daemonset_not_ready, {("daemonsets-ready", "gpu-operator/nvidia-mig-manager")}),
+    "chart-other-version": (chart_other_version, {("charts-installed", "release/gpu-operator")}),
+    "chart-missing": (chart_missing, {("charts-installed", "release/volcano")}),
+    "extra-managed-taint": (extra_managed_taint, {("node-taints", "l4-1")}),
+    "unknown-node": (unknown_node, {("node-known", "stray-1")}),
+    "extra-dra-device": (extra_dra_device, {("dra-slices", "h100-1")}),
     "quota-raised": (quota_raised, {("tenant-quota", "tenants/inference")}),
     "quota-key-dropped": (quota_key_dropped, {("tenant-quota", "tenants/ml-research")}),
     "limit-range-deleted": (limit_range_deleted, {("tenant-limitrange", "tenants/inference")}),
@@ -334,3 +420,76 @@ def test_reports(spec):
     assert suite.get("failures") == "1"
     failed = [c for c in suite if c.find("failure") is not None]
     assert failed[0].get("classname") == "node-taints" and failed[0].get("name") == "h200-1"
+
+
+def load_spec_local():
+    from pathlib import Path
+
+    return load_spec(Path(__file__).resolve().parents[2] / "inventories" / "local")
+
+
+def test_the_local_world_does_not_measure_what_its_missing_charts_would_run(spec):
+    snap = perfect(spec)
+    snap.daemonsets, snap.helm_releases = [], []
+    results = cluster.run(spec, snap, charts_reachable=False)
+    assert failures(results) == set()
+    unmeasured = {(r.check, r.reason.split(" (")[0].split(":")[0]) for r in results if r.verdict is Verdict.skipped}
+    assert {c for c, _ in unmeasured} == {"daemonsets-ready", "charts-installed"}
+    # the same cluster, where charts could be fetched: every one of them fails instead
+    assert {c for c, _ in failures(cluster.run(spec, snap))} == {"daemonsets-ready", "charts-installed"}
+
+
+def test_unreadable_helm_records_are_not_measured(spec):
+    snap = perfect(spec)
+    snap.helm_releases, snap.helm_error = None, "403 Forbidden"
+    rows = [r for r in cluster.run(spec, snap) if r.check == "charts-installed"]
+    assert rows and all(r.verdict is Verdict.skipped and "403" in r.reason for r in rows)
+    assert model_problems(rows, partial=False) and not model_problems(rows, partial=True)
+
+
+def test_a_run_with_only_unmeasured_rows_fails():
+    from gpucluster.verify.model import skip
+
+    rows = [skip("daemonsets-ready", "x/y", "not installed")]
+    assert model_problems(rows, partial=False) == (
+        "1 check(s) not measured (each row says why; --partial accepts them)")
+    assert model_problems([], partial=False) == ""
+
+
+def test_gpu_health_without_any_gpu_condition_is_not_measured(spec):
+    snap = perfect(spec)
+    for n in snap.nodes:
+        n["status"]["conditions"] = [c for c in n["status"]["conditions"] if c["type"] == "Ready"]
+    rows = [r for r in cluster.run(spec, snap) if r.check == "gpu-health"]
+    assert rows and all(r.verdict is Verdict.skipped and "node-problem-detector" in r.reason for r in rows)
+
+
+def test_an_unreachable_metrics_endpoint_fails_gpu_metrics(spec):
+    from gpucluster.verify import health
+
+    states = expected.host_states(spec)
+    rows = list(health.metric_checks(states, ["http://127.0.0.1:9/metrics"]))
+    bad = {(r.check, r.subject) for r in rows if r.verdict is Verdict.failed}
+    assert ("gpu-metrics", "http://127.0.0.1:9/metrics") in bad
+
+
+def test_an_unreachable_host_fails_host_reachable(monkeypatch, tmp_path, cli, local_inventory):
+    from gpucluster.verify import cluster as verify_cluster
+    from gpucluster.verify import hosts
+
+    spec = load_spec(local_inventory)
+    monkeypatch.setattr(verify_cluster, "fetch", lambda *a, **k: perfect(spec))
+
+    def refuse(host, mode):
+        raise ConnectionRefusedError(f"ssh to {host.address}: connection refused")
+
+    monkeypatch.setattr(hosts, "connect", refuse)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("unused: the snapshot is stubbed\n")
+    out = cli("verify", "-i", str(local_inventory), "--kubeconfig", str(kubeconfig), "--hosts", "ssh", "--partial",
+              "-o", "json")
+    assert out.stdout.strip(), out.output[-2000:]
+    data = json.loads(out.stdout)
+    bad = {(r["check"], r["subject"]) for r in data["results"] if r["verdict"] == "fail"}
+    assert bad == {("host-reachable", h.name) for h in spec.hosts}
+    assert out.exit_code == 1

@@ -12,7 +12,7 @@ from gpucluster import inventory as inventories
 from gpucluster.cli import options
 from gpucluster.errors import Failed
 from gpucluster.verify import checklist, report
-from gpucluster.verify.model import Result, Verdict
+from gpucluster.verify.model import Result, Verdict, problems
 
 
 @click.command()
@@ -25,15 +25,18 @@ from gpucluster.verify.model import Result, Verdict
 @options.out_dir
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--junit", type=click.Path(path_type=Path), default=None, hidden=True)
-@click.option("--problems-only", is_flag=True, help="Show only failed and skipped rows in the table.")
+@click.option("--problems-only", is_flag=True, help="Show only failed and not-measured rows in the table.")
+@click.option("--partial", is_flag=True,
+              help="A partial run: rows that could not be measured are listed but do not fail the run.")
 @click.option("--checklist", "show_checklist", is_flag=True, help="Print the production checklist mapping and exit.")
 def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None, host_mode: str,
            metrics_url: tuple[str, ...], output: str, out_dir: Path | None, json_out: Path | None,
-           junit: Path | None, problems_only: bool, show_checklist: bool) -> None:
+           junit: Path | None, problems_only: bool, partial: bool, show_checklist: bool) -> None:
     """Check capacity, allocatable, labels, taints, DRA devices, tenants and health, node by node.
 
     -o picks what stdout shows (a table, JSON or JUnit XML); --out-dir also writes verify.json and
-    verify.xml there. Exit 0 when every check passes, 1 when any fails, 2 for bad input.
+    verify.xml there. Exit 0 when every check passes; 1 when any fails or could not be measured
+    (unless --partial); 2 for bad input.
     """
     if show_checklist:
         click.echo("\n".join(checklist.lines()))
@@ -48,7 +51,8 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     started = time.perf_counter()
     snap = cluster.fetch(spec, inventories.kubeconfig_for(spec, kubeconfig), context)
     fetched = time.perf_counter()
-    results: list[Result] = cluster.rows(spec, snap, metrics_url)
+    # The local world cannot fetch charts: what depends on them is not measured there (--partial).
+    results: list[Result] = cluster.rows(spec, snap, metrics_url, charts_reachable=not inventories.is_local(spec))
     if host_mode != "none":
         from gpucluster.verify import hosts
 
@@ -76,6 +80,6 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
         report.write(json_out, report.to_json(results, meta))
     if junit:
         report.write(junit, report.to_junit(results))
-    failed = sum(r.verdict is Verdict.failed for r in results)
-    if failed:
-        raise Failed(f"{failed} check(s) failed")
+    problem = problems(results, partial=partial)
+    if problem:
+        raise Failed(problem)

@@ -75,8 +75,15 @@ class ChartRef(Model):
     """Where a Helm chart comes from. ``repository`` is a chart repository URL or a local path."""
 
     repository: str
-    version: str
+    version: str = Field(description="The exact chart version (SemVer, e.g. 26.3.0): never a range or latest.")
     chart: str
+
+    @field_validator("version")
+    @classmethod
+    def _exact(cls, v: str) -> str:
+        if not re.fullmatch(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", v):
+            raise ValueError(f"chart version {v!r} is not an exact version; pin one, e.g. 1.2.3")
+        return v
 
 
 def _chart(name: str) -> ChartRef:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 CHECKLIST: list[tuple[str, list[str], str]] = [
     # (point, check ids, note when not (fully) automatable)
-    ("Version matrix pinned (Kubernetes, driver, operators, charts)", ["charts-pinned"],
-     "image digests inside upstream charts are pinned by the chart version, not checked per image"),
+    ("Version matrix pinned (Kubernetes, driver, operators, charts)", ["charts-installed"],
+     "validation refuses a chart version that is not exact; verify reads the installed chart versions "
+     "from Helm's release records; image digests inside upstream charts are pinned by the chart "
+     "version, not checked per image"),
     ("Capacity/allocatable and health verified automatically",
      ["node-ready", "node-capacity", "node-allocatable", "gpu-health", "gpu-xid", "gpu-ecc", "gpu-count-metrics"], ""),
     ("Managed labels and taints", ["node-labels", "node-taints"], ""),
@@ -22,7 +24,7 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
     ("Image digests, Pod Security, RBAC, NetworkPolicy, secrets", ["tenant-security", "tenant-rbac",
                                                                    "tenant-admission"],
      "image digests live in upstream charts and are not checked here; secrets: the bundle holds none "
-     "(render tests), the live cluster's Secrets are not read"),
+     "(render tests); of the live cluster's Secrets verify reads only Helm's release records"),
     ("Cost labels", [],
      "not automatable by verify: cost attribution relies on the exporter's namespace/pod labels, "
      "checked by `gpucluster cost` and its tests"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpucluster import kube
 from gpucluster.errors import ClusterUnreachable
+from gpucluster.verify import helm
 
 Obj = dict[str, Any]
 #: SubjectAccessReviews in flight at once (each is one small POST).
@@ -63,6 +64,8 @@ class Snapshot:
     priority_classes: list[Obj] = field(default_factory=list)
     admission_policies: list[Obj] | None = None  # None: admissionregistration.k8s.io/v1 not served
     admission_bindings: list[Obj] | None = None
+    helm_releases: list[Obj] | None = None  # deployed Helm release records; None: secrets not readable
+    helm_error: str = ""  # why ``helm_releases`` is None
     access: dict[AccessQuestion, bool] | None = None  # None: not asked, or reviews not allowed
     access_error: str = ""  # why ``access`` is None when questions were asked
     calls: int = 0  # LIST calls
@@ -93,7 +96,8 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
           questions: Sequence[AccessQuestion] = ()) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
     queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
-    bindings (13 calls in all); then one SubjectAccessReview per question."""
+    bindings, and Helm's deployed release records (14 calls in all); then one SubjectAccessReview per
+    question."""
     snap = Snapshot()
     with kube.Kube(kubeconfig, context=context, timeout=60) as api:
         for attr, path in PATHS.items():
@@ -106,6 +110,12 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
             if items is None and attr in REQUIRED:
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
             setattr(snap, attr, items)
+        try:
+            snap.helm_releases = api.list(helm.DEPLOYED)
+            snap.calls += 1
+        except ClusterUnreachable as err:
+            snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
+                               "owner=helm")
         if questions:
             review_access(api, snap, questions)
     return snap

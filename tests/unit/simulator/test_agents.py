@@ -255,7 +255,7 @@ def test_missing_device_and_wrong_product(local, oracle) -> None:
 
 
 def test_verify_objects_to_devices_that_break_the_rules(local, oracle) -> None:
-    # The DRA check is not a rubber stamp: each of these edits of a correct slice is caught.
+    # The dra-slices check is not a rubber stamp: each of these edits of a correct slice is caught.
     want = expected.host_states(local)["a100-2"].devices
     good = publish(local, "a100-2", deployed(local), oracle).devices or []
     assert device_problems(want, good) == []
