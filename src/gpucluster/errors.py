@@ -100,6 +100,10 @@ class ClusterUnreachable(GpuclusterError):
     """The API server could not be asked, or refused a call the command needs."""
 
 
+class AlreadyExists(ClusterUnreachable):
+    """A create found the object there already (HTTP 409): another writer made it first."""
+
+
 class StateLocked(GpuclusterError):
     """Another gpucluster process holds the state this command needs (the message says who)."""
 

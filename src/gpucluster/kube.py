@@ -19,7 +19,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from gpucluster.errors import ClusterUnreachable, KubeconfigError
+from gpucluster.errors import AlreadyExists, ClusterUnreachable, KubeconfigError
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -142,7 +142,8 @@ class Kube:
                 message = json.loads(data).get("message", "")
             except ValueError:
                 message = data[:300].decode(errors="replace")
-            raise ClusterUnreachable(f"{method} {path}: HTTP {resp.status}: {message}")
+            error = AlreadyExists if resp.status == 409 and method == "POST" else ClusterUnreachable
+            raise error(f"{method} {path}: HTTP {resp.status}: {message}")
         self._count(method)
         return json.loads(data) if data else {}
 

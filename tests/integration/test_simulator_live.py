@@ -137,6 +137,27 @@ def test_second_sync_writes_nothing(sim: Simulator) -> None:
     assert report.created == [] and report.updated == []
 
 
+def test_a_sync_that_lost_the_race_to_register_converges(lw: Cluster, spec: ClusterSpec, sim: Simulator) -> None:
+    """Two simulators (the world's daemon and a foreground `up`) list, then both create: the loser's
+    create answers 409 and it must judge what the winner published instead of failing the run."""
+    other = Simulator(spec, lw.kubeconfig)
+    try:
+        real_items = other.kube.items
+        other.kube.items = lambda path: [] if "/nodes" in path or "resourceslices" in path else real_items(path)
+        report = other.sync()  # believes nothing is registered: every create collides
+    finally:
+        other.close()
+    assert report.created == [] and report.nodes == len(sim.silicon), report
+    # The loser published from a node it believed new (its MIG manager restarted its sequence); the next
+    # syncs walk it back, and the cluster ends where the agents say, then quiet.
+    sim.settle()
+    assert sim.sync().writes == 0
+    slices = {s["spec"]["nodeName"]: s for s in lw.get("resourceslices.resource.k8s.io")["items"]}
+    for host, state in expected.host_states(spec).items():
+        if state.devices:
+            assert device_problems(state.devices, slices[host]["spec"]["devices"]) == [], host
+
+
 # -- derived from the deployed objects ----------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpucluster import kube
 from gpucluster import labels as L
-from gpucluster.errors import ClusterUnreachable, SimulatorError
+from gpucluster.errors import AlreadyExists, ClusterUnreachable, SimulatorError
 from gpucluster.render import gpu_operator
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network_operator import NIC_POLICY_NAME
@@ -176,11 +176,20 @@ class Simulator:
     ) -> tuple[str, list[str]]:
         if node is None:
             reg = self.registration[si.node]
-            node = self.kube.create(
-                NODES, node_object(si.node, reg, desired, control_plane=si.node in self.control_plane)
-            )
-            self._sync_slice(node, desired, rslice)
-            return "created", desired.notes
+            try:
+                node = self.kube.create(
+                    NODES, node_object(si.node, reg, desired, control_plane=si.node in self.control_plane)
+                )
+            except AlreadyExists:
+                # Another simulator (the world's daemon next to a foreground sync) registered it
+                # between our list and this create: bring the node it made up to date instead.
+                node = self.kube.get(f"{NODES}/{si.node}")
+                if node is None:
+                    raise
+                rslice = self.kube.get(f"{SLICES}/{slice_name(si.node)}")
+            else:
+                self._sync_slice(node, desired, rslice)
+                return "created", desired.notes
         meta = node["metadata"]
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
         wrote = False
@@ -221,8 +230,15 @@ class Simulator:
         if desired.devices is None:
             return False
         if rslice is None:
-            self.kube.create(SLICES, slice_object(node, slice_spec(name, desired.devices, 1)))
-            return True
+            try:
+                self.kube.create(SLICES, slice_object(node, slice_spec(name, desired.devices, 1)))
+                return True
+            except AlreadyExists:
+                # Published by another simulator since our list (see _sync_node): judge that one.
+                theirs = self.kube.get(f"{SLICES}/{slice_name(name)}")
+                if theirs is None:
+                    raise
+                return self._sync_slice(node, desired, theirs)
         if devices_key(rslice["spec"].get("devices")) == devices_key(desired.devices):
             return False
         # A new pool generation tells the scheduler to use only this content (as the driver does).
