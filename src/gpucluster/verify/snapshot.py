@@ -63,6 +63,8 @@ class Snapshot:
     priority_classes: list[Obj] = field(default_factory=list)
     admission_policies: list[Obj] | None = None  # None: admissionregistration.k8s.io/v1 not served
     admission_bindings: list[Obj] | None = None
+    resource_claims: list[Obj] | None = None  # None: resource.k8s.io/v1 not served
+    device_taint_rules: list[Obj] | None = None  # None: DeviceTaintRules not served at the spec's version
     access: dict[AccessQuestion, bool] | None = None  # None: not asked, or reviews not allowed
     access_error: str = ""  # why ``access`` is None when questions were asked
     calls: int = 0  # LIST calls
@@ -84,19 +86,22 @@ PATHS = {
     "priority_classes": kube.PRIORITY_CLASSES,
     "admission_policies": kube.ADMISSION_POLICIES,
     "admission_bindings": kube.ADMISSION_POLICY_BINDINGS,
+    "resource_claims": kube.RESOURCE_CLAIMS,
+    "device_taint_rules": kube.DEVICE_TAINT_RULES,
 }
 #: Core APIs every Kubernetes API server serves: absent means it is not one.
 REQUIRED = ("nodes", "daemonsets", "quotas", "limit_ranges", "namespaces")
 
 
 def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
-          questions: Sequence[AccessQuestion] = ()) -> Snapshot:
+          questions: Sequence[AccessQuestion] = (), paths: dict[str, str] | None = None) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
     queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
-    bindings (13 calls in all); then one SubjectAccessReview per question."""
+    bindings, ResourceClaims and DeviceTaintRules (15 calls in all); then one SubjectAccessReview per
+    question. ``paths`` replaces the LIST of a field (an API version that depends on the cluster's)."""
     snap = Snapshot()
     with kube.Kube(kubeconfig, context=context, timeout=60) as api:
-        for attr, path in PATHS.items():
+        for attr, path in {**PATHS, **(paths or {})}.items():
             try:
                 items = api.list(path)
             except ClusterUnreachable as err:
