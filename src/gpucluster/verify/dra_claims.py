@@ -170,34 +170,35 @@ def quarantine_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
     if not rules:
         return
     published = _published(snap)
-    claims = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in snap.resource_claims or []}
-    in_use = held(snap)
     for q in rules:
-        holders = {(h.node, h.device): h for h in in_use
-                   if not tolerates(claims.get((h.namespace, h.claim), {}), L.QUARANTINE, q.value, q.effect)}
         subject = f"{q.node}/{q.device}"
         actual = f"quarantined ({q.effect}) since {q.since or '?'}: {q.reason}"
+        holders = [] if q.effect != "NoExecute" else [
+            f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in snap.resource_claims or []
+            for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+            if (r.get("pool"), r.get("device")) == (q.node, q.device)
+            and not survives(r.get("tolerations") or [], L.QUARANTINE, q.value)]
         if (q.node, q.device) not in published:
             yield fail("dra-quarantine", subject, "a published device", actual,
                        f"no ResourceSlice publishes {q.device} in pool {q.node}: lift it "
                        f"(`gpucluster quarantine {q.node} {q.device} --lift`)")
-        elif q.effect == "NoExecute" and (q.node, q.device) in holders:
-            h = holders[(q.node, q.device)]
-            yield fail("dra-quarantine", subject, "no claim holds it without a toleration", actual,
-                       f"claim {h.namespace}/{h.claim} still holds it (eviction pending?)")
+        elif holders:
+            yield fail("dra-quarantine", subject, "no claim holds it without a NoExecute toleration", actual,
+                       f"claim {', '.join(holders)} still holds it (eviction pending?)")
         else:
-            yield ok("dra-quarantine", subject, "out of service, nothing holds it", actual)
+            yield ok("dra-quarantine", subject, "out of service, nothing holds it untolerated", actual)
 
 
-def tolerates(claim: dict, key: str, value: str, effect: str) -> bool:
-    """Whether a request of the claim tolerates the taint (DeviceToleration: an empty key with Exists
-    tolerates everything; Exists ignores the value, Equal compares it; an empty effect matches all)."""
-    for r in (claim.get("spec") or {}).get("devices", {}).get("requests") or []:
-        for s in ([r["exactly"]] if r.get("exactly") else []) + list(r.get("firstAvailable") or []):
-            for t in s.get("tolerations") or []:
-                exists = t.get("operator") == "Exists"
-                if t.get("effect") not in (None, "", effect):
-                    continue
-                if (not t.get("key") and exists) or (t.get("key") == key and (exists or t.get("value", "") == value)):
-                    return True
+def survives(tolerations: list[dict], key: str, value: str) -> bool:
+    """Whether an allocated device's tolerations keep its pod from a NoExecute taint: the eviction
+    controller honours only tolerations with ``effect: NoExecute`` and no tolerationSeconds (kubernetes
+    v1.37.2 pkg/controller/devicetainteviction/device_taint_eviction.go:1237, fact
+    device-taint-eviction-needs-noexecute-toleration); then the usual matching (an empty key with Exists
+    matches every taint; Exists ignores the value, Equal compares it)."""
+    for t in tolerations:
+        if t.get("effect") != "NoExecute" or t.get("tolerationSeconds") is not None:
+            continue
+        exists = t.get("operator") == "Exists"
+        if (not t.get("key") and exists) or (t.get("key") == key and (exists or t.get("value", "") == value)):
+            return True
     return False
