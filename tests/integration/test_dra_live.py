@@ -18,6 +18,8 @@ quota, admission and device-taint eviction. Each feature's negative case sits ne
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -386,7 +388,8 @@ def test_a_noschedule_quarantine_stops_allocation_and_leaves_running_pods(world,
 
 # -- 7. claim device status ----------------------------------------------------------------------------------
 
-def test_verify_lists_the_devices_each_tenant_holds_and_fails_on_a_vanished_one(world, spec) -> None:
+def test_verify_lists_the_devices_each_tenant_holds_and_fails_on_a_vanished_one(world, spec, tmp_path,
+                                                                                  capsys) -> None:
     lw, sim = world
     lw.apply(pod("plain-1", TENANT, gpus=1, node_selector={L.DRA: "true"}))
     node = node_of(lw, TENANT, "plain-1")
@@ -394,6 +397,17 @@ def test_verify_lists_the_devices_each_tenant_holds_and_fails_on_a_vanished_one(
     [row] = [x for x in rows(lw, spec, dra_claims.claim_checks) if x.subject == f"tenants/{TENANT}"]
     assert row.verdict.value == "pass", row
     assert f"{node}/{r['device']} (NVIDIA L40S" in row.actual and "for nvidia.com/gpu" in row.actual
+    # ... and feeds `gpucluster cost`: the claim's GPU is charged to the tenant from its allocation on.
+    snapshot = tmp_path / "usage.json"
+    now = int(time.time())
+    snapshot.write_text(json.dumps({"kind": "gpucluster-cost-snapshot", "version": 1, "usage": [
+        {"start": now - 3600, "end": now + 3600, "namespace": "other", "model": "L4", "allocatedGpus": 1,
+         "activity": 0.5}]}))
+    assert cli(lw, "cost", "--snapshot", str(snapshot), "--dra", "-o", "json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    [dra_row] = [x for x in doc["rows"] if x["namespace"] == TENANT]
+    assert (dra_row["tenant"], dra_row["model"]) == (TENANT, "L40S")
+    assert 0 < dra_row["allocatedGpuHours"] == dra_row["unmeasuredGpuHours"] and dra_row["idleCost"] == 0
     # The device vanishes from the node's slice (driver restart, GPU lost): the claim still holds it.
     sim.inject(node, "missing-devices", r["device"])
     try:

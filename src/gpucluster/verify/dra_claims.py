@@ -40,6 +40,7 @@ class Held:
     node: str  # the pool (the NVIDIA driver's pools are named after their node)
     device: str
     product: str  # productName of the published device ("" when not published)
+    profile: str  # a MIG device's profile ("" for a whole GPU)
     uuid: str
     since: str  # allocationTimestamp, else the claim's creationTimestamp
     extended: bool  # made by the scheduler for a plain extended-resource request
@@ -82,8 +83,8 @@ def held(snap: Snapshot) -> list[Held]:
             dev = published.get((r.get("pool", ""), r.get("device", "")), {})
             out.append(Held(meta["namespace"], meta["name"], r.get("request", ""),
                             classes.get(r.get("request", ""), ""), r.get("pool", ""), r.get("device", ""),
-                            _attr(dev, "productName"), _attr(dev, "uuid") or _attr(dev, "parentUUID"), since,
-                            extended))
+                            _attr(dev, "productName"), _attr(dev, "profile"),
+                            _attr(dev, "uuid") or _attr(dev, "parentUUID"), since, extended))
     return sorted(out, key=lambda h: (h.namespace, h.claim, h.node, h.device))
 
 
