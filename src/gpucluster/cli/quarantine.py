@@ -33,6 +33,9 @@ def quarantine(inventory: Path | None, kubeconfig: Path | None, context: str | N
     from gpucluster import kube
     from gpucluster import quarantine as q
 
+    if not list_ and (not node or not device):
+        raise InputError("give NODE and DEVICE (e.g. `gpucluster quarantine h100-1 gpu-3 --reason \"XID 79\"`), "
+                         "or --list")
     spec = inventories.load(inventory)
     minor = spec.kubernetes.minor[1]
     with kube.Kube(inventories.kubeconfig_for(spec, kubeconfig), context=context, timeout=30) as api:
@@ -43,9 +46,7 @@ def quarantine(inventory: Path | None, kubeconfig: Path | None, context: str | N
             if not rows:
                 click.echo("no GPU is quarantined")
             return
-        if not node or not device:
-            raise InputError("give NODE and DEVICE (e.g. `gpucluster quarantine h100-1 gpu-3 --reason \"XID 79\"`), "
-                             "or --list")
+        assert node and device
         if lift:
             done = q.lift(api, minor, node, device)
             click.echo(f"{node}/{device}: quarantine lifted (was {done.effect}: {done.reason}); DeviceTaintRule "
