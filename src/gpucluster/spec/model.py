@@ -131,7 +131,12 @@ class MigSharing(Model):
 
 
 class Sharing(Model):
-    mode: SharingMode = SharingMode.exclusive
+    mode: SharingMode = Field(
+        default=SharingMode.exclusive,
+        description="exclusive; time-slicing or mps (device plugin, with replicas); mig (a layout applied by the MIG "
+        "manager); dynamic-mig (DRA pools on Hopper and newer: the DRA driver publishes the whole GPU and every MIG "
+        "placement, and partitions per claim).",
+    )
     replicas: int | None = Field(
         default=None, description="Time-slicing/MPS: how many workloads share one GPU (>= 2)."
     )

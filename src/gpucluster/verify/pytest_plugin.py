@@ -61,7 +61,7 @@ def spec_of(config: pytest.Config) -> Any:
 
 
 def cluster_results(config: pytest.Config) -> list:
-    """Every row `gpucluster verify` shows without --hosts: one snapshot (13 LISTs and the tenant access
+    """Every row `gpucluster verify` shows without --hosts: one snapshot (15 LISTs and the tenant access
     reviews) plus DCGM metrics."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
