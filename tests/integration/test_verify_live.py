@@ -18,7 +18,7 @@ import yaml
 from cluster_helpers import Cluster
 
 from gpucluster.cli import entrypoint
-from gpucluster.render import render
+from gpucluster.render import render, tenants
 from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
 
@@ -99,12 +99,12 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set(), data["results"]
     assert code == 0
-    assert data["listCalls"] == 13
+    assert data["listCalls"] == 15
     assert data["accessReviews"] > 100  # every group the spec binds, every grant and protected write
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
-            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security", "tenant-admission",
-            "tenant-rbac"} <= passed
+            "deviceclass-matches", "dra-extended-resource", "tenant-quota", "tenant-limitrange", "tenant-security",
+            "tenant-admission", "tenant-rbac"} <= passed
     for r in data["results"]:
         if r["verdict"] == "skip":
             assert r["reason"], r
@@ -145,6 +145,8 @@ CLUSTER_ADMIN = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterR
                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
                  "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "inference"}]}
 ALLOWED_CLASSES = "gpucluster.dev/allowed-device-classes"
+INFERENCE_CLASSES = ",".join(sorted(tenants.device_quota(load_spec(LOCAL), next(
+    t for t in load_spec(LOCAL).tenants if t.name == "inference"))))
 
 # fault id: (inject(lw, sim), undo(lw, sim), failures expected and nothing else)
 FAULTS = {
@@ -206,7 +208,9 @@ FAULTS = {
     "namespace-allowances-widened": (
         lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference",
                                    f"{ALLOWED_CLASSES}=gpu.nvidia.com"),
-        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference", f"{ALLOWED_CLASSES}="),
+        # back to what the render gives: dra-nvidia-gpu, which every tenant with quota.gpus may claim
+        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference",
+                                   f"{ALLOWED_CLASSES}={INFERENCE_CLASSES}"),
         {("tenant-admission", "tenants/inference")}),
     "tenant-bound-to-cluster-admin": (
         lambda lw, sim: apply_rendered(lw, [CLUSTER_ADMIN]),

@@ -16,6 +16,7 @@ from gpucluster.expected import HostState
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.spec.quantity import parse_quantity
+from gpucluster.verify import dra_claims
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
@@ -306,7 +307,9 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
     """Every cluster check; ``states`` (from :func:`expected.host_states`) is computed when not given."""
     states = states if states is not None else expected.host_states(spec)
     return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
-            *daemonset_checks(spec, snap), *tenant_checks(spec, snap), *security_checks(spec, snap),
+            *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
+            *dra_claims.quarantine_checks(spec, snap), *daemonset_checks(spec, snap), *tenant_checks(spec, snap),
+            *security_checks(spec, snap),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
             *alert_checks(spec, snap), *pin_checks(spec)]
 
