@@ -23,6 +23,9 @@ DRA_DRIVER = "gpu.nvidia.com"
 #: tests/upstream/facts/dra-driver.yaml chart-deviceclasses-gpus); ``gpu.nvidia.com`` also names
 #: ``nvidia.com/gpu`` as its extended resource (deviceclass-gpu-extended-resource-name).
 DRA_CHART_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
+#: The ``brand`` attribute of NVIDIA datacenter GPUs (go-nvlib's string for NVML BRAND_NVIDIA; fact
+#: brand-value-nvidia).
+DRA_BRAND = "Nvidia"
 #: Our DeviceClass that serves plain ``nvidia.com/gpu`` requests from the whole GPUs of the pools that opt
 #: in (``nodePools[].extendedResource``). The scheduler maps an extended resource to the NEWEST DeviceClass
 #: naming it, ties broken by the lower name (k8s.io/dynamic-resource-allocation v0.37.2

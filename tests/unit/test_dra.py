@@ -140,10 +140,19 @@ def test_quota_on_a_class_that_does_not_exist(write_spec, dra_base):
                                                 "tenants[0].quota.deviceClasses.hoper").message
 
 
-def test_a_class_with_cel_outside_the_subset_is_not_passed_silently(spec):
+def test_a_class_validation_cannot_evaluate_is_not_passed_silently(spec):
     spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].productName.matches('H1.*')"]
     [w] = [p for p in validate(spec) if p.path == "dra.deviceClasses[0].selector.cel"]
-    assert w.severity == "warning" and "not checked" in w.message
+    assert w.severity == "warning" and "not checked" in w.message and "outside the subset" in w.message
+    # an attribute no spec can predict (a GPU's uuid): a warning too, never "matches nothing"
+    spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].uuid == 'GPU-1'"]
+    [w] = [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
+    assert w.severity == "warning" and "cannot predict" in w.message
+    # brand and driver version are known: a class on them is checked
+    spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].brand == 'Nvidia'",
+                                               "device.attributes['gpu.nvidia.com'].driverVersion.compareTo("
+                                               "semver('580.0.0')) >= 0"]
+    assert not [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
 
 
 # -- render ---------------------------------------------------------------------------------------------

@@ -166,3 +166,13 @@ def test_ampere_is_partitioned_only_with_mig_mode_on_and_then_without_its_whole_
     names = [d["name"] for s in on for d in s.get("devices") or []]
     assert "gpu-0" not in names and names and all(n.startswith("gpu-0-mig-") for n in names)
     assert on[0]["sharedCounters"][0]["name"] == "gpu-0-counter-set"
+
+
+def test_the_expectation_sides_dra_constants_are_the_facts() -> None:
+    from gpucluster import devices
+
+    assert devices.DRA_DRIVER == fact("dra-driver", "driver-name-gpu")
+    assert devices.DRA_BRAND == fact("dra-driver", "brand-value-nvidia")
+    assert devices.counter_set_name(3) == fact("dra-driver", "dynamic-mig-counter-set-name").replace("<minor>", "3")
+    assert set(devices.MIG_TOGGLE_ARCHITECTURES) == {fact("dra-driver", "architecture-values")[a]
+                                                     for a in ("Hopper", "Blackwell")}

@@ -49,14 +49,37 @@ class PoolDevices:
     devices: tuple[tuple[Device, dict], ...]  # (expected device, its ResourceSlice entry)
 
 
-def _entry(model: GpuModel, d: Device) -> dict:
-    major, minor = model.compute_capability.split(".")
+#: What validation knows each device will report; a selector term on anything else (uuid, pciBusID, the
+#: CUDA driver version, ...) cannot be predicted from the spec and is reported as not checked.
+KNOWN_ATTRIBUTES = frozenset({"type", "productName", "architecture", "cudaComputeCapability", "profile", "brand",
+                              "driverVersion"})
+KNOWN_CAPACITIES = frozenset({"memory"})
+
+
+def _semver(version: str) -> str:
+    parts = [str(int(p)) for p in re.findall(r"\d+", version)][:3]
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def _entry(spec: ClusterSpec, model: GpuModel, d: Device) -> dict:
     attrs = {"type": {"string": d.type}, "productName": {"string": d.product_name},
-             "architecture": {"string": model.architecture},
-             "cudaComputeCapability": {"version": f"{int(major)}.{int(minor)}.0"}}
+             "architecture": {"string": model.architecture}, "brand": {"string": devices.DRA_BRAND},
+             "cudaComputeCapability": {"version": _semver(model.compute_capability)},
+             "driverVersion": {"version": _semver(spec.gpu_operator.driver.version)}}
     if d.profile:
         attrs["profile"] = {"string": d.profile}
     return {"name": d.name, "attributes": attrs, "capacity": {"memory": {"value": str(d.memory_bytes)}}}
+
+
+def unknown_terms(program: list[cel.Term]) -> list[str]:
+    """Terms on attributes or capacities validation cannot predict (see :data:`KNOWN_ATTRIBUTES`)."""
+    out = []
+    for t in program:
+        if t.kind in ("attr_eq", "attr_in", "attr_contains", "semver_ge") and t.args[1] not in KNOWN_ATTRIBUTES:
+            out.append(t.text)
+        elif t.kind == "cap_ge" and t.args[1] not in KNOWN_CAPACITIES:
+            out.append(t.text)
+    return out
 
 
 def published(spec: ClusterSpec) -> list[PoolDevices]:
@@ -70,7 +93,7 @@ def published(spec: ClusterSpec) -> list[PoolDevices]:
         layout = miglib.pool_layout(pool) if pool.sharing.mode is SharingMode.mig else None
         devs = devices.dra_devices(model, pool.gpu.count, layout, dynamic=dynamic)
         out.append(PoolDevices(pool.name, len(pool.hosts), model, dynamic,
-                               tuple((d, _entry(model, d)) for d in devs)))
+                               tuple((d, _entry(spec, model, d)) for d in devs)))
     return out
 
 
@@ -182,18 +205,22 @@ def problems(spec: ClusterSpec) -> list[Problem]:
     out: list[Problem] = []
     exprs = class_expressions(spec)
     programs: dict[str, list[cel.Term] | None] = {}
+    why: dict[str, str] = {}
     for name, expr in exprs.items():
         try:
             programs[name] = cel.compile_expr(expr)
-        except cel.Unsupported:
-            programs[name] = None
+            unknown = unknown_terms(programs[name] or [])
+            if unknown:
+                programs[name], why[name] = None, f"it tests what the spec cannot predict ({unknown[0]})"
+        except cel.Unsupported as err:
+            programs[name], why[name] = None, f"extra CEL outside the subset gpucluster evaluates ({err})"
     for i, dc in enumerate(spec.dra.device_classes):
         path = f"dra.deviceClasses[{i}]"
         program = programs[dc.name]
         if program is None:
-            out.append(Problem(f"{path}.selector.cel", f"DeviceClass {dc.name!r}: extra CEL outside the subset "
-                               "gpucluster can evaluate; not checked against the pools' devices",
-                               "keep it if you know it matches; validation cannot tell", "warning"))
+            out.append(Problem(f"{path}.selector.cel", f"DeviceClass {dc.name!r} is not checked against the pools' "
+                               f"devices: {why[dc.name]}", "verify checks it against the published devices "
+                               "(deviceclass-matches)", "warning"))
             continue
         if any(at_once(pd, program) for pd in pools):
             continue
