@@ -23,6 +23,21 @@ DRA_DRIVER = "gpu.nvidia.com"
 #: tests/upstream/facts/dra-driver.yaml chart-deviceclasses-gpus); ``gpu.nvidia.com`` also names
 #: ``nvidia.com/gpu`` as its extended resource (deviceclass-gpu-extended-resource-name).
 DRA_CHART_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
+#: The ``brand`` attribute of NVIDIA datacenter GPUs (go-nvlib's string for NVML BRAND_NVIDIA; fact
+#: brand-value-nvidia).
+DRA_BRAND = "Nvidia"
+#: Our DeviceClass that serves plain ``nvidia.com/gpu`` requests from the whole GPUs of the pools that opt
+#: in (``nodePools[].extendedResource``). The scheduler maps an extended resource to the NEWEST DeviceClass
+#: naming it, ties broken by the lower name (k8s.io/dynamic-resource-allocation v0.37.2
+#: deviceclass/extendedresourcecache, fact extended-resource-class-newest-wins): the name sorts before the
+#: chart's ``gpu.nvidia.com`` and the class is created after the chart, so it takes that mapping over.
+DRA_EXTENDED_CLASS = "dra-nvidia-gpu"
+#: The extended resource it serves.
+DRA_EXTENDED_RESOURCE = "nvidia.com/gpu"
+#: Architectures whose GPUs switch MIG mode without a GPU reset: with DynamicMIG the driver publishes the
+#: whole GPU next to its partitions (dra-driver-nvidia-gpu v0.4.1 nvlib.go:1461 supportsMIGModeToggle:
+#: Hopper and newer; fact dynamic-mig-publishes).
+MIG_TOGGLE_ARCHITECTURES = ("Hopper", "Blackwell")
 
 
 def mig_resource(profile: str) -> str:
@@ -51,6 +66,9 @@ class Device:
     profile: str | None = None
     starts: tuple[int, ...] = ()
     slices: int = 0
+    #: Dynamic MIG (partitionable devices): the device is one possible placement (MIG) or the whole GPU,
+    #: and consumes the memory slices ``starts[0] .. starts[0]+slices-1`` of ``gpu-<minor>-counter-set``.
+    dynamic: bool = False
 
 
 #: A static-MIG device name of the DRA driver: gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>
@@ -133,10 +151,44 @@ def gfd_labels(
     return labels
 
 
-def dra_devices(model: GpuModel, count: int, mig: dict[str, int] | None = None) -> list[Device]:
+def counter_set_name(gpu: int) -> str:
+    """The shared counter set of one GPU under DynamicMIG (fact dynamic-mig-counter-set-name)."""
+    return f"gpu-{gpu}-counter-set"
+
+
+def dynamic_full_gpu_bytes(model: GpuModel) -> int:
+    """The ``memory`` a whole GPU reports under DynamicMIG: the largest over its MIG profiles (the driver's
+    maxCapacities, partitions.go:55), not the board's total."""
+    assert model.mig is not None
+    return max(p.memory_mib for p in model.mig.profiles.values()) * 2**20
+
+
+def dra_counter_sets(model: GpuModel, count: int) -> dict[str, dict[str, int]]:
+    """Under DynamicMIG: per GPU, the counters verification checks (memory and one per memory slice)."""
+    assert model.mig is not None
+    counters = {"memory": dynamic_full_gpu_bytes(model),
+                **{f"memory-slice-{i}": 1 for i in range(model.mig.memory_slices)}}
+    return {counter_set_name(i): dict(counters) for i in range(count)}
+
+
+def dra_devices(model: GpuModel, count: int, mig: dict[str, int] | None = None,
+                dynamic: bool = False) -> list[Device]:
     """The devices the DRA driver publishes for one node: whole GPUs, or (static MIG) only the MIG
-    devices on them (fact mig-static-parent-not-published)."""
+    devices on them (fact mig-static-parent-not-published); with ``dynamic`` (DynamicMIG on a GPU that
+    toggles MIG mode itself) the whole GPU and one device per placement of every profile (fact
+    dynamic-mig-publishes)."""
     out: list[Device] = []
+    if dynamic and model.mig:
+        for i in range(count):
+            out.append(Device(name=f"gpu-{i}", type="gpu", gpu=i, product_name=model.product_name,
+                              memory_bytes=dynamic_full_gpu_bytes(model), starts=(0,),
+                              slices=model.mig.memory_slices, dynamic=True))
+            for profile, p in sorted(model.mig.profiles.items()):
+                out.extend(Device(name=f"gpu-{i}-mig-{mig_name_part(profile)}", type="mig", gpu=i,
+                                  product_name=model.product_name, memory_bytes=p.memory_mib * 2**20,
+                                  profile=profile, starts=(start,), slices=p.memory, dynamic=True)
+                           for start in p.starts)
+        return out
     for i in range(count):
         if mig and model.mig:
             for profile, n in sorted(mig.items()):

@@ -28,6 +28,8 @@ class HostState:
     taints: list[str] = field(default_factory=list)
     resources: dict[str, int] = field(default_factory=dict)  # extended resources: capacity == allocatable
     devices: list[Device] = field(default_factory=list)
+    #: DynamicMIG: counter set name → the counters checked (memory, memory-slice-<i>).
+    counter_sets: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def rdma_resources(spec: ClusterSpec, pool: NodePool) -> dict[str, int]:
@@ -86,7 +88,10 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
         state.labels.update(management)
         state.resources.update(resources)
         if pool.uses_dra:
-            state.devices = devices.dra_devices(model, pool.gpu.count, args["mig"])
+            dynamic = args["mode"] == "dynamic-mig" and model.mig is not None
+            state.devices = devices.dra_devices(model, pool.gpu.count, args["mig"], dynamic=dynamic)
+            if dynamic:
+                state.counter_sets = devices.dra_counter_sets(model, pool.gpu.count)
     return out
 
 

@@ -38,6 +38,8 @@ PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RESOURCE_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+#: DeviceTaintRules where Kubernetes 1.37 serves them (1.36: v1beta2, see gpucluster.spec.features).
+DEVICE_TAINT_RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 VOLCANO_QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 PROMETHEUS_RULES = "/apis/monitoring.coreos.com/v1/prometheusrules"
 NIC_CLUSTER_POLICIES = "/apis/mellanox.com/v1alpha1/nicclusterpolicies"

@@ -25,6 +25,10 @@ ALLOWED_PRIORITY_CLASSES = "gpucluster.dev/allowed-priority-classes"
 DESCRIPTION = "gpucluster.dev/description"
 #: Annotation on the local world's structural stand-in CRDs (operators whose Go API is not served).
 STAND_IN = "gpucluster.dev/stand-in"
+#: DRA device taint key of a quarantined GPU (``gpucluster quarantine``), and the DeviceTaintRule label
+#: ``"true"`` and annotations that say why and who: the taint's value is the reason cut to a label value.
+QUARANTINE = "gpucluster.dev/quarantine"
+QUARANTINE_REASON = "gpucluster.dev/quarantine-reason"
 
 # -- ours: the GPU simulator (local world only) ---------------------------------------------------
 #: Label and annotation ``"true"`` on every node and ResourceSlice the simulator owns.

@@ -237,13 +237,16 @@ def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: 
         data["tenants"][0]["quota"]["gpus"] = 24  # keep the earlier tests' state
         data.setdefault("scheduling", {}).setdefault("volcano", {})["chart"] = {
             "repository": str(CHARTS), "chart": "gpucluster-probe", "version": "0.1.0"}
-        data["dra"]["deviceClasses"].append({"name": "gpu-1ti", "selector": {"minMemory": "1Ti"}})
+        # Validation refuses a class it can see matches nothing (a minMemory of 1Ti); one on a GPU's uuid it
+        # cannot predict, so it warns and `up` deploys it: its verify step finds no device on the cluster.
+        data["dra"]["deviceClasses"].append({"name": "gpu-no-such-uuid", "selector": {
+            "cel": ["device.attributes['gpu.nvidia.com'].uuid == 'GPU-00000000-0000-0000-0000-000000000000'"]}})
 
     report = run_up(_variant(tmp_path, "unmatched-class", unmatched_class), world_dir=lw.state_dir,
                     state_dir=state, quiet=True)
     assert _counts(report, "platform")["created"] == 1  # the DeviceClass
     failed = [(p["check"], p["subject"]) for p in report.verify["problems"] if p["verdict"] == "fail"]
-    assert failed == [("deviceclass-matches", "deviceclass/gpu-1ti")]
+    assert failed == [("deviceclass-matches", "deviceclass/gpu-no-such-uuid")]
 
 
 def test_down_removes_everything_it_created(cold, kc, lw: Cluster):

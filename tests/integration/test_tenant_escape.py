@@ -179,14 +179,15 @@ ESCAPES: dict[str, tuple[tuple[str, str], dict, tuple[str, ...]]] = {
         ("exceeded quota", "limited: requests.rdma/rdma_shared_device_a=0")),
     "claim-on-the-charts-gpu-class": (
         ML_USER, claim("chart-gpu", "ml-research", "gpu.nvidia.com"),
-        ("tenant ml-research may claim devices of these DeviceClasses only: gpu-80gb, hopper, mig-1g-10gb",
-         "this ResourceClaim asks for gpu.nvidia.com")),
+        # dra-nvidia-gpu: the class of plain nvidia.com/gpu through DRA, allowed up to quota.gpus
+        ("tenant ml-research may claim devices of these DeviceClasses only: dra-nvidia-gpu, gpu-80gb, hopper, "
+         "mig-1g-10gb", "this ResourceClaim asks for gpu.nvidia.com")),
     "claim-on-the-charts-mig-class": (
         ML_USER, claim("chart-mig", "ml-research", "mig.nvidia.com"),
         ("tenant ml-research", "asks for mig.nvidia.com")),
     "claim-on-a-spec-class-not-in-the-list": (
         INF_USER, claim("not-mine", "inference", "gpu-80gb"),
-        ("tenant inference may claim devices of these DeviceClasses only: none",
+        ("tenant inference may claim devices of these DeviceClasses only: dra-nvidia-gpu",
          "this ResourceClaim asks for gpu-80gb")),
     "claim-first-available-with-a-foreign-class": (
         ML_USER, claim("alternatives", "ml-research", "gpu-80gb", "vfio.gpu.nvidia.com"),

@@ -18,7 +18,7 @@ import yaml
 from cluster_helpers import Cluster
 
 from gpucluster.cli import entrypoint
-from gpucluster.render import render
+from gpucluster.render import render, tenants
 from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
 
@@ -101,12 +101,12 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set(), data["results"]
     assert code == 0
-    assert data["listCalls"] == 14
+    assert data["listCalls"] == 16
     assert data["accessReviews"] > 100  # every group the spec binds, every grant and protected write
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
-            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security", "tenant-admission",
-            "tenant-rbac"} <= passed
+            "deviceclass-matches", "dra-extended-resource", "tenant-quota", "tenant-limitrange", "tenant-security",
+            "tenant-admission", "tenant-rbac"} <= passed
     unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
     # The local world installs no chart: the operators' DaemonSets and releases are not measured
     # (never passed); no node-problem-detector reports GPU conditions; this world has no Volcano
@@ -159,6 +159,8 @@ CLUSTER_ADMIN = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterR
                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
                  "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "inference"}]}
 ALLOWED_CLASSES = "gpucluster.dev/allowed-device-classes"
+INFERENCE_CLASSES = ",".join(sorted(tenants.device_quota(load_spec(LOCAL), next(
+    t for t in load_spec(LOCAL).tenants if t.name == "inference"))))
 
 # fault id: (inject(lw, sim), undo(lw, sim), failures expected and nothing else)
 FAULTS = {
@@ -229,7 +231,9 @@ FAULTS = {
     "namespace-allowances-widened": (
         lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference",
                                    f"{ALLOWED_CLASSES}=gpu.nvidia.com"),
-        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference", f"{ALLOWED_CLASSES}="),
+        # back to what the render gives: dra-nvidia-gpu, which every tenant with quota.gpus may claim
+        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference",
+                                   f"{ALLOWED_CLASSES}={INFERENCE_CLASSES}"),
         {("tenant-admission", "tenants/inference")}),
     "tenant-bound-to-cluster-admin": (
         lambda lw, sim: apply_rendered(lw, [CLUSTER_ADMIN]),

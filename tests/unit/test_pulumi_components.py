@@ -116,14 +116,20 @@ def test_gpu_operator_release_uses_the_rendered_sharing_configmap():
     assert any("GpuOperator$kubernetes:helm.sh/v3:Release" in u for u in urns["gpu-operator"])
 
 
-def test_dra_release_carries_the_override_and_the_v1_device_classes():
+def test_dra_release_carries_the_override_and_the_v1_device_classes(dependencies):
     resources, urns = run("platform", "local")
     releases = of_type(resources, "helm.sh/v3:Release")
     (dra,) = [r for r in releases if r.inputs["name"] == "dra-driver"]
     assert dra.inputs["values"]["gpuResourcesEnabledOverride"] is True
     classes = of_type(resources, "kubernetes:resource.k8s.io/v1:DeviceClass")
     spec = load_spec(REPO / "inventories" / "local")
-    assert {c.inputs["metadata"]["name"] for c in classes} == {d.name for d in spec.dra.device_classes}
+    # the spec's classes, and ours that serves plain nvidia.com/gpu
+    assert {c.inputs["metadata"]["name"] for c in classes} == {d.name for d in spec.dra.device_classes} | {
+        "dra-nvidia-gpu"}
+    # every class waits for the chart's release: ours must be newer than the chart's gpu.nvidia.com, which
+    # names nvidia.com/gpu too (the scheduler maps an extended resource to the newest class)
+    for c in classes:
+        assert "release/dra-driver" in dependencies[f"deviceclass/{c.inputs['metadata']['name']}"]
     assert len(classes) >= 2
     assert all("selectors" in c.inputs["spec"] for c in classes)
     assert all("gpucluster:platform:DraDriver$" in u for u in urns["dra-driver"])

@@ -9,10 +9,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpucluster import catalog, expected
+from gpucluster import catalog, cel, expected
 from gpucluster.render import releases, render
 from gpucluster.spec import load_spec
-from gpucluster.verify import cel, cluster, helm, report, tenancy
+from gpucluster.verify import cluster, helm, report, tenancy
 from gpucluster.verify.model import Verdict
 from gpucluster.verify.model import problems as model_problems
 from gpucluster.verify.snapshot import AccessQuestion, Snapshot
@@ -87,6 +87,7 @@ def perfect(spec) -> Snapshot:
         namespaces=kind("Namespace"), network_policies=kind("NetworkPolicy"), priority_classes=kind("PriorityClass"),
         admission_policies=kind("ValidatingAdmissionPolicy"),
         admission_bindings=kind("ValidatingAdmissionPolicyBinding"),
+        resource_claims=[], device_taint_rules=[],
         access=tenancy.expected_access(spec),
     )
 
@@ -406,8 +407,14 @@ def test_cel_subset():
     assert cel.matches(prog, "gpu.nvidia.com", dev)
     dev["attributes"]["cudaComputeCapability"] = {"version": "8.9.0"}
     assert not cel.matches(prog, "gpu.nvidia.com", dev)
+    names = cel.compile_expr("device.attributes['gpu.nvidia.com'].productName in ['NVIDIA L4', 'NVIDIA L40S'] "
+                             "&& device.attributes['gpu.nvidia.com'].type == 'gpu'")
+    assert cel.matches(names, "gpu.nvidia.com", {"attributes": {"productName": {"string": "NVIDIA L40S"},
+                                                                "type": {"string": "gpu"}}})
+    assert not cel.matches(names, "gpu.nvidia.com", dev)
+    assert not cel.matches(cel.compile_expr("device.driver == 'gpu.nvidia.com' && false"), "gpu.nvidia.com", dev)
     with pytest.raises(cel.Unsupported):
-        cel.compile_expr("device.attributes['x'].foo in ['a', 'b']")
+        cel.compile_expr("size(device.attributes['x'].foo) > 2")
 
 
 def test_reports(spec):

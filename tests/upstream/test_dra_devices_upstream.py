@@ -92,3 +92,87 @@ def test_one_slice_profiles_carry_id_19_as_upstreams_examples_show(model: str) -
     one = next(p.name for p in table.profiles if p.name.startswith("1g.") and "+" not in p.name)
     two = next(p.name for p in table.profiles if p.name.startswith("2g."))
     assert (table.info_ids[one], table.info_ids[two]) == (19, 14)
+
+
+# -- DynamicMIG (partitionable devices) ------------------------------------------------------------------
+
+def dynamic(model: str, layout: tuple[tuple[str, ...], ...], minor: int = 37) -> list[dict]:
+    return dra_plugin.slices("c", "node-1", nvml.model(model), layout, driver_version=DRIVER,
+                             cuda_driver_version=nvml.cuda_driver_version(DRIVER), missing=set(),
+                             dynamic_mig=True, server_minor=minor)
+
+
+def test_the_gate_is_the_charts_feature_gate() -> None:
+    assert dra_plugin.DYNAMIC_MIG in fact("dra-driver", "driver-feature-gates")
+    assert fact("dra-driver", "dynamic-mig-chart-value") == f"featureGates.{dra_plugin.DYNAMIC_MIG}=true"
+
+
+def test_split_slices_from_the_threshold_on_counters_first() -> None:
+    threshold = int(fact("dra-driver", "split-slices-threshold").split(".")[1])
+    assert dra_plugin.SPLIT_FROM_MINOR == threshold
+    split = dynamic("H100-SXM5-80GB", ((), ()), minor=threshold)
+    assert [sorted(s) for s in split] == [["sharedCounters"], ["devices"], ["devices"]]  # G+1, counters first
+    combined = dynamic("H100-SXM5-80GB", ((), ()), minor=threshold - 1)
+    assert [sorted(s) for s in combined] == [["devices", "sharedCounters"]] * 2  # G, each with its counters
+
+
+def test_counter_sets_and_what_devices_consume_are_upstreams() -> None:
+    [counters, gpu0] = dynamic("H100-SXM5-80GB", ((),))
+    [cs] = counters["sharedCounters"]
+    assert cs["name"] == fact("dra-driver", "dynamic-mig-counter-set-name").replace("<minor>", "0")
+    allowed = fact("dra-driver", "dynamic-mig-counters")
+    plain = {c for c in allowed if "<" not in c}
+    slices = sorted(int(k.rsplit("-", 1)[1]) for k in cs["counters"] if k.startswith("memory-slice-"))
+    assert set(cs["counters"]) - {f"memory-slice-{i}" for i in slices} == plain
+    assert slices == list(range(8))  # the largest placement covers every memory slice
+    devices = gpu0["devices"]
+    assert [d["name"] for d in devices] == sorted(d["name"] for d in devices)  # fact dynamic-mig-device-order
+    whole = next(d for d in devices if d["name"] == "gpu-0")
+    # fact dynamic-mig-consumes-counters: the whole GPU consumes every counter of its set
+    assert whole["consumesCounters"] == [{"counterSet": cs["name"], "counters": cs["counters"]}]
+    # fact dynamic-mig-whole-gpu-capacity: the largest profile's memory, not the board's total
+    largest = max(p.memory_mib for p in nvml.model("H100-SXM5-80GB").mig.profiles) * 2**20
+    assert int(whole["capacity"]["memory"]["value"]) == largest != nvml.model("H100-SXM5-80GB").memory_mib * 2**20
+    pattern = re.compile(fact("dra-driver", "mig-device-name-regex"))
+    for d in devices:
+        if d["name"] == "gpu-0":
+            continue
+        m = pattern.fullmatch(d["name"])
+        assert m, d["name"]
+        [use] = d["consumesCounters"]
+        start = int(m.group(4))
+        size = nvml.model("H100-SXM5-80GB").mig.placements[d["attributes"]["profile"]["string"]][1]
+        assert sorted(k for k in use["counters"] if k.startswith("memory-slice-")) == sorted(
+            f"memory-slice-{i}" for i in range(start, start + size))
+        assert set(d["capacity"]) == set(fact("dra-driver", "dynamic-mig-device-capacity"))
+        assert set(d["attributes"]) == set(fact("dra-driver", "dynamic-mig-device-attributes-no-uuid"))
+
+
+def test_every_placement_of_every_profile_once() -> None:
+    model = nvml.model("H100-SXM5-80GB")
+    [_, gpu0] = dynamic("H100-SXM5-80GB", ((),))
+    names = [d["name"] for d in gpu0["devices"] if d["name"] != "gpu-0"]
+    assert len(names) == sum(len(model.mig.placements[p.name][0]) for p in model.mig.profiles)
+    assert len(gpu0["devices"]) <= fact("kubernetes", "resourceslice-max-devices-with-counters")
+
+
+def test_ampere_is_partitioned_only_with_mig_mode_on_and_then_without_its_whole_gpu() -> None:
+    # fact mig-mode-toggle-without-reset: Hopper and newer only; fact dynamic-mig-whole-gpu-when
+    assert "hopper" in dra_plugin.MIG_TOGGLE and "ampere" not in dra_plugin.MIG_TOGGLE
+    off = dynamic("A100-80GB", ((),))
+    assert [d["name"] for s in off for d in s.get("devices") or []] == ["gpu-0"]
+    assert not any(s.get("sharedCounters") for s in off)
+    on = dynamic("A100-80GB", (("1g.10gb",),))
+    names = [d["name"] for s in on for d in s.get("devices") or []]
+    assert "gpu-0" not in names and names and all(n.startswith("gpu-0-mig-") for n in names)
+    assert on[0]["sharedCounters"][0]["name"] == "gpu-0-counter-set"
+
+
+def test_the_expectation_sides_dra_constants_are_the_facts() -> None:
+    from gpucluster import devices
+
+    assert devices.DRA_DRIVER == fact("dra-driver", "driver-name-gpu")
+    assert devices.DRA_BRAND == fact("dra-driver", "brand-value-nvidia")
+    assert devices.counter_set_name(3) == fact("dra-driver", "dynamic-mig-counter-set-name").replace("<minor>", "3")
+    assert set(devices.MIG_TOGGLE_ARCHITECTURES) == {fact("dra-driver", "architecture-values")[a]
+                                                     for a in ("Hopper", "Blackwell")}

@@ -55,8 +55,13 @@ def _step(text: str) -> int:
 @options.output("table", "csv", "json")
 @click.option("--save-snapshot", "save", type=click.Path(path_type=Path), default=None,
               help="Also write the data read from Prometheus as a JSON snapshot (re-run offline later).")
+@click.option("--dra", is_flag=True,
+              help="Also charge the GPUs that allocated DRA claims hold now, from their allocation time (read from "
+                   "the cluster; activity from Prometheus by GPU UUID when given, else unmeasured).")
+@options.cluster
 def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, start: str | None,
-         end: str | None, step: str, output: str, save: Path | None) -> None:
+         end: str | None, step: str, output: str, save: Path | None, dra: bool, kubeconfig: Path | None,
+         context: str | None) -> None:
     """Allocated, useful and idle GPU-hours and their cost per tenant and GPU model.
 
     Rates are the spec's cost.rates (price per GPU-hour by GPU model). Useful GPU-hours are allocated
@@ -77,8 +82,14 @@ def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, 
         t0 = t1 - 86400 if t0 is None else t0
         if t1 <= t0:
             raise InputError(f"empty time range: --start {start} is not before --end {end or 'now'}")
-        usage = data.fetch_prometheus(prometheus, t0, t1, _step(step))
+        usage = data.fetch_prometheus(prometheus, t0, t1, _step(step), allow_empty=dra)
         source = prometheus
+        if dra:
+            from gpucluster.cost import dra as dra_cost
+
+            held = dra_cost.fetch(inventories.kubeconfig_for(spec, kubeconfig), context)
+            usage += dra_cost.usage(held, t0, t1, dra_cost.prometheus_activity(prometheus))
+            source += " + the cluster's DRA claims"
         if save:
             data.save_snapshot(usage, save)
             click.echo(f"wrote snapshot {save} ({len(usage)} intervals)", err=True)
@@ -90,6 +101,11 @@ def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, 
         t0 = min(u.start for u in usage) if t0 is None else t0
         t1 = max(u.end for u in usage) if t1 is None else t1
         source = str(snapshot)
+        if dra:
+            from gpucluster.cost import dra as dra_cost
+
+            usage += dra_cost.usage(dra_cost.fetch(inventories.kubeconfig_for(spec, kubeconfig), context), t0, t1)
+            source += " + the cluster's DRA claims (activity unmeasured)"
     rep = report.compute(usage, spec, t0, t1, source, spec_file)
     render = {"table": report.to_table, "csv": report.to_csv, "json": report.to_json}[output]
     click.echo(render(rep), nl=False)

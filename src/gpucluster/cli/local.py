@@ -209,7 +209,10 @@ def show_cmd(inventory: Path | None, state_dir: Path | None, kubeconfig: Path | 
     selector = f"{L.SIMULATED}=true"
     nodes = sim.kube.items(kube.with_selector(kube.NODES, selector))
     slices = sim.kube.items(kube.with_selector(kube.RESOURCE_SLICES, selector))
-    devices = {s["spec"].get("nodeName"): len(s["spec"].get("devices") or []) for s in slices}
+    devices: dict[str, int] = {}
+    for s in slices:  # a node's pool may span several slices (partitionable devices)
+        node = s["spec"].get("nodeName", "")
+        devices[node] = devices.get(node, 0) + len(s["spec"].get("devices") or [])
     click.echo(BANNER, err=True)
     for n in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         click.echo(describe_node(n, devices.get(n["metadata"]["name"])))

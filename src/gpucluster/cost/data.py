@@ -42,6 +42,9 @@ class Usage:
     end: Decimal
     allocated: Decimal
     used: Decimal
+    #: False when nobody measured the activity (a DRA claim's GPU without a DCGM series): the interval
+    #: counts in gross cost only, never as idle (``used`` is 0 then).
+    measured: bool = True
 
 
 def iso(ts: Decimal | float) -> str:
@@ -82,6 +85,13 @@ def _usage(row: dict, where: str) -> Usage:
         raise InputError(f"{where}: missing {', '.join(missing)}")
     allocated = _number(row["allocatedGpus"], f"{where}: allocatedGpus")
     has_used, has_activity = row.get("usedGpus") not in (None, ""), row.get("activity") not in (None, "")
+    if str(row.get("unmeasured", "")).lower() == "true":
+        if has_used or has_activity:
+            raise InputError(f"{where}: an unmeasured interval carries no usedGpus or activity")
+        start, end = parse_time(row["start"], f"{where}: start"), parse_time(row["end"], f"{where}: end")
+        if end <= start:
+            raise InputError(f"{where}: end {row['end']} is not after start {row['start']}")
+        return Usage(str(row["namespace"]), str(row["model"]), start, end, allocated, Decimal(0), measured=False)
     if has_used == has_activity:
         raise InputError(f"{where}: give exactly one of usedGpus (GPUs' worth busy) or activity (0..1)")
     if has_used:
@@ -124,7 +134,8 @@ def load_snapshot(path: Path) -> list[Usage]:
 
 def save_snapshot(usage: list[Usage], path: Path) -> None:
     rows = [{"start": iso(u.start), "end": iso(u.end), "namespace": u.namespace, "model": u.model,
-             "allocatedGpus": str(u.allocated), "usedGpus": str(u.used)} for u in usage]
+             "allocatedGpus": str(u.allocated),
+             **({"usedGpus": str(u.used)} if u.measured else {"unmeasured": True})} for u in usage]
     path.write_text(json.dumps({"kind": SNAPSHOT_KIND, "version": 1, "usage": rows}, indent=1) + "\n")
 
 
@@ -161,9 +172,13 @@ def _query_range(base: str, query: str, start: Decimal, end: Decimal, step: int,
 
 
 def fetch_prometheus(base: str, start: Decimal, end: Decimal, step: int,
-                     timeout: float = 30.0) -> list[Usage]:
-    """Allocated and used GPUs per namespace and model from our recording rules, as intervals."""
+                     timeout: float = 30.0, allow_empty: bool = False) -> list[Usage]:
+    """Allocated and used GPUs per namespace and model from our recording rules, as intervals.
+
+    No allocation series is an error unless ``allow_empty`` (DRA claims are charged besides)."""
     allocated = _query_range(base, ALLOCATED, start, end, step, timeout)
+    if not allocated and allow_empty:
+        return []
     if not allocated:
         raise InputError(f"no {ALLOCATED} series between {iso(start)} and {iso(end)} at {base}: are the "
                          "gpucluster recording rules loaded (PrometheusRule gpucluster-gpu-alerts), and did "

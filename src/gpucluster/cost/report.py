@@ -23,7 +23,7 @@ from gpucluster.spec.model import ClusterSpec
 HOURS = Decimal("0.001")
 MONEY = Decimal("0.01")
 COLUMNS = ("scope", "tenant", "namespace", "model", "rate", "allocatedGpuHours", "usefulGpuHours",
-           "usefulPercent", "grossCost", "usefulCost", "idleCost")
+           "usefulPercent", "grossCost", "usefulCost", "idleCost", "unmeasuredGpuHours")
 
 
 @dataclass
@@ -39,20 +39,27 @@ class Line:
     useful_h: Decimal = Decimal(0)
     gross: Decimal = Decimal(0)
     useful_cost: Decimal = Decimal(0)
+    #: Allocated hours nobody measured the activity of (DRA claims without a DCGM series), and their cost:
+    #: in gross, never in idle.
+    unmeasured_h: Decimal = Decimal(0)
+    unmeasured_cost: Decimal = Decimal(0)
 
     @property
     def idle(self) -> Decimal:
-        return self.gross - self.useful_cost
+        return self.gross - self.useful_cost - self.unmeasured_cost
 
     @property
     def useful_percent(self) -> Decimal:
-        return (100 * self.useful_h / self.allocated_h) if self.allocated_h else Decimal(0)
+        measured = self.allocated_h - self.unmeasured_h
+        return (100 * self.useful_h / measured) if measured else Decimal(0)
 
     def add(self, other: Line) -> None:
         self.allocated_h += other.allocated_h
         self.useful_h += other.useful_h
         self.gross += other.gross
         self.useful_cost += other.useful_cost
+        self.unmeasured_h += other.unmeasured_h
+        self.unmeasured_cost += other.unmeasured_cost
 
     def as_dict(self) -> dict:
         return {"scope": self.scope, "tenant": self.tenant, "namespace": self.namespace, "model": self.model,
@@ -62,7 +69,8 @@ class Line:
                 "usefulPercent": float(self.useful_percent.quantize(Decimal("0.1"))),
                 "grossCost": float(self.gross.quantize(MONEY)),
                 "usefulCost": float(self.useful_cost.quantize(MONEY)),
-                "idleCost": float(self.idle.quantize(MONEY))}
+                "idleCost": float(self.idle.quantize(MONEY)),
+                "unmeasuredGpuHours": float(self.unmeasured_h.quantize(HOURS))}
 
 
 @dataclass
@@ -136,8 +144,10 @@ def compute(usage: list[Usage], spec: ClusterSpec, start: Decimal, end: Decimal,
         line = groups.setdefault((u.namespace, key), Line(
             "namespace", tenant=tenants.get(u.namespace, f"{u.namespace} (no tenant)"),
             namespace=u.namespace, model=key, rate=rate))
-        part = Line("part", allocated_h=u.allocated * hours, useful_h=u.used * hours)
+        part = Line("part", allocated_h=u.allocated * hours, useful_h=u.used * hours,
+                    unmeasured_h=Decimal(0) if u.measured else u.allocated * hours)
         part.gross, part.useful_cost = part.allocated_h * rate, part.useful_h * rate
+        part.unmeasured_cost = part.unmeasured_h * rate
         line.add(part)
     if unknown:
         listed = "; ".join(f"{m!r} (namespace {ns})" for m, ns in sorted(unknown.items()))
@@ -176,6 +186,11 @@ def to_table(report: Report) -> str:
            f"{report.currency} per GPU-hour; source: {report.source}", ""]
     for title, lines in sections:
         out += [f"{title}:", fmt(head)] + [fmt(_cells(line)) for line in lines] + [""]
+    total = report.total
+    if total.unmeasured_h:
+        out.append(f"{total.unmeasured_h:.3f} allocated GPU-hours ({total.unmeasured_cost:.2f} {report.currency}) "
+                   "had no activity measurement (DRA claims without a DCGM series): they are in gross cost, "
+                   "in neither useful nor idle cost.")
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpucluster import labels as L
+from gpucluster.cel import cel_list, cel_string
+
+__all__ = ["Obj", "cel_list", "cel_string", "obj"]
 
 MANAGED_BY = {L.MANAGED_BY: "gpucluster"}
 
@@ -39,11 +42,3 @@ def namespace(name: str, labels: dict[str, str] | None = None) -> Obj:
     return obj("v1", "Namespace", name, labels=labels)
 
 
-def cel_string(value: str) -> str:
-    """``value`` as a CEL string literal (single quotes, backslash and quote escaped)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def cel_list(values: list[str]) -> str:
-    """A CEL list literal of strings, in the given order."""
-    return "[" + ", ".join(cel_string(v) for v in values) + "]"

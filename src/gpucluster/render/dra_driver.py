@@ -1,38 +1,42 @@
 """DRA: the NVIDIA DRA driver's Helm values, DeviceClasses selected by attributes, claim templates.
 
-Selectors are CEL over what the driver publishes for driver ``gpu.nvidia.com``: string attributes
-``type``, ``productName``, ``architecture``, ``profile``; semver ``cudaComputeCapability``; and capacity
-``memory`` (bytes). The removed ``index`` attribute is never used.
+Selectors are CEL over what the driver publishes (:mod:`gpucluster.spec.selectors`, which validation
+evaluates too).
+
+**Plain ``nvidia.com/gpu`` through DRA.** The chart's own ``gpu.nvidia.com`` class names
+``nvidia.com/gpu`` as its extended resource (fact deviceclass-gpu-extended-resource-name) and no values
+key turns that off, so with the chart alone every DRA pool's whole GPUs serve plain GPU pods. The
+scheduler maps an extended resource to ONE class, the newest (ties: the lower name), and a DeviceClass
+selector sees device attributes, never the node. So whenever the chart is installed we render our own
+class :data:`~gpucluster.devices.DRA_EXTENDED_CLASS` with the same extended resource, created after the
+chart (:data:`CHART_KINDS` orders it behind the release) and named to win ties, whose selector matches
+only the whole GPUs of pools with ``extendedResource: true`` (by product name; validation refuses a pool
+without the opt-in whose GPUs carry the same name). With no pool opted in it matches nothing, and plain
+GPU pods stay on device-plugin pools. Verification checks which class the scheduler maps.
 """
 
 from __future__ import annotations
 
 from gpucluster import labels as L
-from gpucluster.devices import DRA_DRIVER
-from gpucluster.render.common import Obj, cel_string, obj
-from gpucluster.spec.model import ChartRef, ClusterSpec, DeviceClass, Tenant
+from gpucluster.devices import DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE
+from gpucluster.render.common import Obj, obj
+from gpucluster.render.dra_chart import DYNAMIC_MIG_GATE, chart, dynamic_mig, enabled, namespace, values
+
+__all__ = ["API", "CHART_KINDS", "DYNAMIC_MIG_GATE", "chart", "claim_template", "device_class", "dynamic_mig",
+           "enabled", "extended_class", "namespace", "objects", "tenant_claim_templates", "values"]
+from gpucluster.spec.model import ClaimTemplate, ClusterSpec, DeviceClass, Tenant
+from gpucluster.spec.selectors import device_class_cel, extended_class_cel
 
 API = "resource.k8s.io/v1"
+#: Our DeviceClasses wait for the DRA driver's release (when this run installs it), so the extended-resource
+#: class is newer than the chart's ``gpu.nvidia.com`` (see the module docstring). DeviceClass is built in,
+#: so listing it here changes nothing else.
+CHART_KINDS = ((API, "DeviceClass"),)
 
 
 def cel(dc: DeviceClass) -> str:
-    """The CEL expression of a DeviceClass: every selector field ANDed."""
-    q = cel_string
-    attr = f"device.attributes[{q(DRA_DRIVER)}]"
-    s = dc.selector
-    terms = [f"device.driver == {q(DRA_DRIVER)}", f"{attr}.type == {q(dc.type)}"]
-    if s.min_memory:
-        terms.append(f"device.capacity[{q(DRA_DRIVER)}].memory.compareTo(quantity({q(s.min_memory)})) >= 0")
-    if s.product_name_contains:
-        terms.append(f"{attr}.productName.lowerAscii().contains({q(s.product_name_contains.lower())})")
-    if s.architecture:
-        terms.append(f"{attr}.architecture == {q(s.architecture)}")
-    if s.min_compute_capability:
-        terms.append(f"{attr}.cudaComputeCapability.compareTo(semver({q(s.min_compute_capability + '.0')})) >= 0")
-    if s.mig_profile:
-        terms.append(f"{attr}.profile == {q(s.mig_profile)}")
-    terms += [f"({extra})" for extra in s.cel]
-    return " && ".join(terms)
+    """The CEL expression of a DeviceClass (:func:`gpucluster.spec.selectors.device_class_cel`)."""
+    return device_class_cel(dc)
 
 
 def device_class(dc: DeviceClass) -> Obj:
@@ -41,17 +45,46 @@ def device_class(dc: DeviceClass) -> Obj:
                spec={"selectors": [{"cel": {"expression": cel(dc)}}]})
 
 
-def claim_template(name: str, namespace: str, device_class_name: str, count: int) -> Obj:
-    return obj(API, "ResourceClaimTemplate", name, namespace, spec={"spec": {"devices": {"requests": [{
-        "name": "gpus" if count > 1 else "gpu",
-        "exactly": {"deviceClassName": device_class_name, "allocationMode": "ExactCount", "count": count},
-    }]}}})
+def subrequest_name(index: int, device_class_name: str) -> str:
+    """A firstAvailable alternative's name: a DNS label, unique in its request, saying which class it is
+    (the claim's allocation names the one taken as ``<request>/<subrequest>``)."""
+    base = device_class_name.replace(".", "-")[:58].strip("-")
+    return f"{base}-{index}" if base else f"choice-{index}"
+
+
+def claim_request(t: ClaimTemplate) -> dict:
+    """The one device request of a claim template: ``exactly`` one class, or ``firstAvailable`` choices."""
+    if not t.first_available:
+        assert t.device_class is not None
+        return {"name": "gpus" if t.count > 1 else "gpu",
+                "exactly": {"deviceClassName": t.device_class, "allocationMode": "ExactCount", "count": t.count}}
+    return {"name": "gpu", "firstAvailable": [
+        {"name": subrequest_name(i, a.device_class), "deviceClassName": a.device_class,
+         "allocationMode": "ExactCount", "count": a.count} for i, a in enumerate(t.first_available)]}
+
+
+def claim_template(t: ClaimTemplate, namespace: str) -> Obj:
+    return obj(API, "ResourceClaimTemplate", t.name, namespace,
+               spec={"spec": {"devices": {"requests": [claim_request(t)]}}})
+
+
+def extended_class(spec: ClusterSpec) -> Obj:
+    """The DeviceClass that serves plain ``nvidia.com/gpu`` on the opted-in DRA pools (module docstring)."""
+    pools = [p.name for p in spec.gpu_pools if p.uses_dra and p.extended_resource]
+    what = (f"pools {', '.join(pools)}" if pools else "no pool (none sets extendedResource)")
+    return obj(API, "DeviceClass", DRA_EXTENDED_CLASS,
+               annotations={L.DESCRIPTION: f"Plain {DRA_EXTENDED_RESOURCE} requests served through DRA by {what}"},
+               spec={"selectors": [{"cel": {"expression": extended_class_cel(spec)}}],
+                     "extendedResourceName": DRA_EXTENDED_RESOURCE})
 
 
 def objects(spec: ClusterSpec) -> list[Obj]:
     if not spec.dra.enabled:
         return []
-    return [device_class(dc) for dc in spec.dra.device_classes]
+    out = [device_class(dc) for dc in spec.dra.device_classes]
+    if enabled(spec):  # the chart (and its gpu.nvidia.com class) is installed
+        out.append(extended_class(spec))
+    return out
 
 
 def tenant_claim_templates(spec: ClusterSpec, tenant: Tenant) -> list[Obj]:
@@ -59,43 +92,4 @@ def tenant_claim_templates(spec: ClusterSpec, tenant: Tenant) -> list[Obj]:
     if not spec.dra.enabled:
         return []
     templates = {t.name: t for t in spec.dra.claim_templates}
-    return [claim_template(name, tenant.ns, templates[name].device_class, templates[name].count)
-            for name in tenant.claim_templates]
-
-
-def plugin_tolerations(spec: ClusterSpec) -> list[dict]:
-    """Tolerations for every taint of every DRA pool: the kubelet plugin must run wherever DRA GPUs are."""
-    seen: dict[tuple[str, str, str], dict] = {}
-    for pool in spec.node_pools:
-        if not pool.uses_dra:
-            continue
-        for t in pool.effective_taints:
-            tol = {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} if t.value else \
-                {"key": t.key, "operator": "Exists", "effect": t.effect}
-            seen[(t.key, t.value, t.effect)] = tol
-    return [seen[k] for k in sorted(seen)]
-
-
-def values(spec: ClusterSpec) -> dict:
-    """Helm values for the DRA driver chart (installed only when some pool uses DRA)."""
-    operator_driver = spec.gpu_operator.enabled and spec.gpu_operator.driver.managed_by == "operator"
-    return {
-        # The chart refuses to serve GPUs unless this override is set (it wants the operator's
-        # device plugin off on those nodes, which our node labels do).
-        "gpuResourcesEnabledOverride": True,
-        "nvidiaDriverRoot": "/run/nvidia/driver" if operator_driver else "/",
-        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
-        "kubeletPlugin": {"nodeSelector": {L.DRA: "true"}, "tolerations": plugin_tolerations(spec)},
-    }
-
-
-def enabled(spec: ClusterSpec) -> bool:
-    return spec.dra.enabled and any(p.uses_dra for p in spec.node_pools)
-
-
-def namespace(spec: ClusterSpec) -> str:
-    return spec.dra.namespace
-
-
-def chart(spec: ClusterSpec) -> ChartRef:
-    return spec.dra.chart
+    return [claim_template(templates[name], tenant.ns) for name in tenant.claim_templates]

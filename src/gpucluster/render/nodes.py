@@ -24,6 +24,10 @@ def management_labels(pool: NodePool) -> dict[str, str]:
         if pool.sharing.mig and pool.sharing.mig.managed_by == "host":
             # Ansible's mig-parted applies the layout; the operator's MIG manager must stay off the node.
             labels[L.DEPLOY_MIG_MANAGER] = "false"
+    if pool.sharing.mode is SharingMode.dynamic_mig:
+        # The DRA driver creates and removes MIG instances per claim; a MIG manager applying a
+        # mig-parted config (the operator's default all-disabled) would tear them down under it.
+        labels[L.DEPLOY_MIG_MANAGER] = "false"
     if pool.uses_dra:
         labels[L.DRA] = "true"
     if not pool.uses_device_plugin:

@@ -20,8 +20,8 @@ import json
 
 from gpucluster import catalog
 from gpucluster import labels as L
-from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, SHARED_MODES, mig_resource
-from gpucluster.render import tenant_admission
+from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, SHARED_MODES, mig_resource
+from gpucluster.render import dra_driver, tenant_admission
 from gpucluster.render.common import Obj, obj
 from gpucluster.render.dra_driver import tenant_claim_templates
 from gpucluster.render.volcano import queue_capability
@@ -62,7 +62,7 @@ ROLES = {"tenant-user": USER_RULES, "tenant-admin": USER_RULES + ADMIN_EXTRA}
 
 def tenant_namespace(t: Tenant, spec: ClusterSpec) -> Obj:
     level = t.pod_security
-    annotations = tenant_admission.namespace_annotations(spec, t.allowed_device_classes, t.priority_classes,
+    annotations = tenant_admission.namespace_annotations(spec, sorted(device_quota(spec, t)), t.priority_classes,
                                                          queue=t.name)
     return obj("v1", "Namespace", t.ns, annotations=annotations, labels={
         L.TENANT: t.name,
@@ -74,8 +74,25 @@ def tenant_namespace(t: Tenant, spec: ClusterSpec) -> Obj:
 
 
 def device_classes(spec: ClusterSpec) -> list[str]:
-    """Every DeviceClass that can exist in this cluster: the spec's and the DRA chart's own."""
-    return sorted({dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES))
+    """Every DeviceClass that can exist in this cluster: the spec's, the DRA chart's own and ours for
+    plain ``nvidia.com/gpu`` (rendered whenever the chart is installed)."""
+    ours = {DRA_EXTENDED_CLASS} if dra_driver.enabled(spec) and spec.dra.enabled else set()
+    return sorted({dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES) | ours)
+
+
+def device_quota(spec: ClusterSpec, t: Tenant) -> dict[str, int]:
+    """The DeviceClasses a tenant may claim, with devices per class.
+
+    Those of ``quota.deviceClasses``, plus the extended-resource class up to ``quota.gpus``: the scheduler
+    creates a claim on it in the tenant's namespace for every plain ``nvidia.com/gpu`` pod it places on a
+    DRA pool, and every claim on it also counts against ``requests.nvidia.com/gpu`` (the class names that
+    resource; kubernetes v1.37.2 pkg/quota/v1/evaluator/core/resource_claims.go addExtendedResourceQuota),
+    so allowing it gives no GPU beyond ``quota.gpus``.
+    """
+    out = dict(t.quota.device_classes)
+    if t.quota.gpus and DRA_EXTENDED_CLASS in device_classes(spec):
+        out.setdefault(DRA_EXTENDED_CLASS, t.quota.gpus)
+    return out
 
 
 def offered_resources(spec: ClusterSpec) -> list[str]:
@@ -112,8 +129,9 @@ def quota_hard(spec: ClusterSpec, t: Tenant) -> dict[str, str]:
     hard: dict[str, str] = {"requests.nvidia.com/gpu": str(t.quota.gpus)}
     for name in sorted(set(offered_resources(spec)) | set(t.quota.extended)):
         hard[f"requests.{name}"] = str(t.quota.extended.get(name, 0))
-    for cls in sorted(set(device_classes(spec)) | set(t.quota.device_classes)):
-        n = str(t.quota.device_classes.get(cls, 0))
+    allowed = device_quota(spec, t)
+    for cls in sorted(set(device_classes(spec)) | set(allowed)):
+        n = str(allowed.get(cls, 0))
         hard[f"{cls}{DEVICES_PER_CLASS}"] = n  # devices claimed through ResourceClaims
         hard[f"{IMPLICIT_PER_CLASS}{cls}"] = n  # pods asking deviceclass.resource.kubernetes.io/<class>
     if t.quota.cpu:

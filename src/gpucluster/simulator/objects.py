@@ -16,9 +16,9 @@ from gpucluster.simulator.agents import Desired, describe
 from gpucluster.simulator.agents.dra_plugin import DRIVER as DRA_DRIVER
 
 
-def slice_name(node: str) -> str:
-    """One ResourceSlice per node and driver, named after both."""
-    return f"{node}-{DRA_DRIVER}"
+def slice_name(node: str, index: int = 0) -> str:
+    """A node's ResourceSlices of the driver, named after both (and the index after the first)."""
+    return f"{node}-{DRA_DRIVER}" if index == 0 else f"{node}-{DRA_DRIVER}-{index}"
 
 
 def node_object(
@@ -50,13 +50,16 @@ def node_object(
     }
 
 
-def slice_spec(node: str, devices: list[dict[str, Any]], generation: int) -> dict[str, Any]:
-    """The spec of a node's ResourceSlice: one pool named after the node, all devices in it."""
+def slice_spec(node: str, devices: list[dict[str, Any]] | dict[str, Any], generation: int,
+               count: int = 1) -> dict[str, Any]:
+    """The spec of one of a node's ResourceSlices: the pool named after the node (``count`` slices at
+    ``generation``), with ``devices`` (a list) or a slice's content (``devices`` and/or ``sharedCounters``)."""
+    content = {"devices": devices} if isinstance(devices, list) else dict(devices)
     return {
         "driver": DRA_DRIVER,
         "nodeName": node,
-        "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-        "devices": devices,
+        "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
+        **content,
     }
 
 
@@ -81,6 +84,10 @@ def quantities(values: dict[str, Any] | None) -> dict[str, Any]:
     return {k: parse_quantity(v) for k, v in (values or {}).items()}
 
 
+def _counters(counters: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: parse_quantity(v["value"]) for k, v in (counters or {}).items()}
+
+
 def devices_key(devices: list[dict[str, Any]] | None) -> list[Any]:
     """Devices in a comparable form (the API server rewrites quantities, e.g. bytes -> 80Gi)."""
     return [
@@ -88,6 +95,13 @@ def devices_key(devices: list[dict[str, Any]] | None) -> list[Any]:
             d["name"],
             d.get("attributes") or {},
             {k: parse_quantity(v["value"]) for k, v in (d.get("capacity") or {}).items()},
+            [(c["counterSet"], _counters(c.get("counters"))) for c in d.get("consumesCounters") or []],
         )
         for d in devices or []
     ]
+
+
+def content_key(spec: dict[str, Any]) -> tuple[Any, Any]:
+    """A slice's devices and shared counters in a comparable form."""
+    shared = [(c["name"], _counters(c.get("counters"))) for c in spec.get("sharedCounters") or []]
+    return devices_key(spec.get("devices")), shared

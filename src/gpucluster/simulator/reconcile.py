@@ -25,14 +25,14 @@ from typing import Any
 from gpucluster import kube
 from gpucluster import labels as L
 from gpucluster.errors import AlreadyExists, ClusterUnreachable, SimulatorError
-from gpucluster.render import gpu_operator
+from gpucluster.render import dra_chart, gpu_operator
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network_operator import NIC_POLICY_NAME
 from gpucluster.render.nodes import node_config
 from gpucluster.simulator import oracle
 from gpucluster.simulator.agents import ClusterView, Desired, NodeView, describe, fleet
 from gpucluster.simulator.agents.operator import Operator
-from gpucluster.simulator.objects import devices_key, node_object, quantities, slice_name, slice_object, slice_spec
+from gpucluster.simulator.objects import content_key, node_object, quantities, slice_name, slice_object, slice_spec
 from gpucluster.simulator.silicon import Silicon, silicon_of
 from gpucluster.spec.model import ClusterSpec
 
@@ -107,6 +107,8 @@ class Simulator:
         # charts cannot be fetched here, and the simulator stands in for their node agents.
         operator_ns = spec.gpu_operator.enabled and self.kube.get(f"{kube.NAMESPACES}/{ns}") is not None
         dra = spec.dra.enabled and self.kube.get(f"{kube.NAMESPACES}/{spec.dra.namespace}") is not None
+        version = self.kube.get("/version") or {}
+        minor = int("".join(ch for ch in str(version.get("minor", "")) if ch.isdigit()) or 0)
         return ClusterView(
             operator=Operator.from_values(gpu_operator.values(spec), installed=operator_ns),
             device_plugin_data=(dp or {}).get("data", {}) if dp else None,
@@ -116,6 +118,9 @@ class Simulator:
             dra=dra,
             cluster=spec.metadata.name,
             driver_version=spec.gpu_operator.driver.version,
+            # The driver's release values (FEATURE_GATES of its kubelet plugins) and the server's version.
+            dra_gates=dict(dra_chart.values(spec).get("featureGates") or {}),
+            server_minor=minor,
         )
 
     def sync(self) -> SyncReport:
@@ -124,13 +129,16 @@ class Simulator:
         view = self.view()
         nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.with_selector(NODES, SELECTOR))}
         slices = {s["metadata"]["name"]: s for s in self.kube.items(kube.with_selector(SLICES, SELECTOR))}
+        by_node: dict[str, list[dict]] = {}
+        for s in slices.values():
+            by_node.setdefault(s["spec"].get("nodeName", ""), []).append(s)
         names = list(self.silicon)
         desired = fleet(view, [self._node_view(self.silicon[n], nodes.get(n)) for n in names], self.oracle)
         report = SyncReport(nodes=len(self.silicon))
         with ThreadPoolExecutor(self.workers) as pool:
             results = list(pool.map(
                 lambda i: self._sync_node(self.silicon[names[i]], nodes.get(names[i]),
-                                          slices.get(slice_name(names[i])), desired[i]),
+                                          by_node.get(names[i], []), desired[i]),
                 range(len(names)),
             ))
         for name, (outcome, notes) in zip(names, results, strict=True):
@@ -172,7 +180,7 @@ class Simulator:
                         spec.get("taints") or [], status.get("capacity") or {})
 
     def _sync_node(
-        self, si: Silicon, node: dict | None, rslice: dict | None, desired: Desired
+        self, si: Silicon, node: dict | None, rslices: list[dict], desired: Desired
     ) -> tuple[str, list[str]]:
         if node is None:
             reg = self.registration[si.node]
@@ -186,9 +194,10 @@ class Simulator:
                 node = self.kube.get(f"{NODES}/{si.node}")
                 if node is None:
                     raise
-                rslice = self.kube.get(f"{SLICES}/{slice_name(si.node)}")
+                rslices = [s for s in self.kube.items(kube.with_selector(SLICES, SELECTOR))
+                           if s["spec"].get("nodeName") == si.node]
             else:
-                self._sync_slice(node, desired, rslice)
+                self._sync_slices(node, desired, rslices)
                 return "created", desired.notes
         meta = node["metadata"]
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -214,38 +223,54 @@ class Simulator:
         if status_patch:
             self.kube.patch(f"{NODES}/{si.node}/status", {"status": status_patch})
             wrote = True
-        wrote = self._sync_slice(node, desired, rslice) or wrote
+        wrote = self._sync_slices(node, desired, rslices) or wrote
         return ("updated" if wrote else "unchanged"), desired.notes
 
-    def _sync_slice(self, node: dict, desired: Desired, rslice: dict | None) -> bool:
-        """Create, update or delete the node's ResourceSlice; True when it wrote something."""
-        name = node["metadata"]["name"]
-        owners = {o.get("uid") for o in (rslice or {}).get("metadata", {}).get("ownerReferences") or []}
-        if rslice is not None and (desired.devices is None or node["metadata"]["uid"] not in owners):
-            # Not a DRA node (any more), or left from a deleted node of the same name.
-            self.kube.delete(f"{SLICES}/{slice_name(name)}")
-            rslice = None
-            if desired.devices is None:
-                return True
-        if desired.devices is None:
-            return False
-        if rslice is None:
-            try:
-                self.kube.create(SLICES, slice_object(node, slice_spec(name, desired.devices, 1)))
-                return True
-            except AlreadyExists:
-                # Published by another simulator since our list (see _sync_node): judge that one.
-                theirs = self.kube.get(f"{SLICES}/{slice_name(name)}")
-                if theirs is None:
-                    raise
-                return self._sync_slice(node, desired, theirs)
-        if devices_key(rslice["spec"].get("devices")) == devices_key(desired.devices):
-            return False
-        # A new pool generation tells the scheduler to use only this content (as the driver does).
-        generation = rslice["spec"]["pool"].get("generation", 0) + 1
-        self.kube.patch(
-            f"{SLICES}/{slice_name(name)}", {"spec": slice_spec(name, desired.devices, generation)}
-        )
+    def _sync_slices(self, node: dict, desired: Desired, existing: list[dict]) -> bool:
+        """Create, update or delete the node's ResourceSlices; True when it wrote something.
+
+        A pool's content changes as a whole: every slice is written with a new pool generation, which
+        tells the scheduler to use only those (as the driver's resourceslice controller does).
+        """
+        name, uid = node["metadata"]["name"], node["metadata"]["uid"]
+        wanted = desired.slices
+        if wanted is None and desired.devices is not None:
+            wanted = [{"devices": desired.devices}]
+        names = [slice_name(name, i) for i in range(len(wanted or []))]
+        wrote = False
+        current: dict[str, dict] = {}
+        for rs in existing:
+            owners = {o.get("uid") for o in rs["metadata"].get("ownerReferences") or []}
+            if uid not in owners or rs["metadata"]["name"] not in names:
+                # Not a DRA node (any more), fewer slices now, or left from a deleted node of that name.
+                self.kube.delete(f"{SLICES}/{rs['metadata']['name']}")
+                wrote = True
+            else:
+                current[rs["metadata"]["name"]] = rs
+        if not wanted:
+            return wrote
+        same = len(current) == len(names) and all(
+            content_key(current[n]["spec"]) == content_key(content) and
+            current[n]["spec"]["pool"].get("resourceSliceCount") == len(names)
+            for n, content in zip(names, wanted, strict=True))
+        if same:
+            return wrote
+        generation = max((rs["spec"]["pool"].get("generation", 0) for rs in current.values()), default=0) + 1
+        for n, content in zip(names, wanted, strict=True):
+            spec = slice_spec(name, content, generation, len(names))
+            if n in current:
+                # Merge patch: name the keys this content drops (devices <-> sharedCounters) as null.
+                spec.update({k: None for k in ("devices", "sharedCounters") if k not in content})
+                self.kube.patch(f"{SLICES}/{n}", {"spec": spec})
+            else:
+                body = slice_object(node, spec)
+                body["metadata"]["name"] = n
+                try:
+                    self.kube.create(SLICES, body)
+                except AlreadyExists:
+                    # Published by another simulator since our list (see _sync_node): ours replaces it.
+                    spec.update({k: None for k in ("devices", "sharedCounters") if k not in content})
+                    self.kube.patch(f"{SLICES}/{n}", {"spec": spec})
         return True
 
     # -- faults ---------------------------------------------------------------------------------

@@ -26,10 +26,13 @@ def sharing_args(spec: ClusterSpec, pool: NodePool) -> dict[str, Any]:
 
 
 def cluster_gpu_capacity(spec: ClusterSpec) -> int:
-    """Total ``nvidia.com/gpu`` the device plugin advertises across the cluster."""
+    """Total ``nvidia.com/gpu`` the cluster serves: what the device plugin advertises, plus the whole GPUs
+    of DRA pools that serve it as an extended resource (``extendedResource``)."""
     total = 0
     for pool in spec.gpu_pools:
         if pool.gpu and pool.uses_device_plugin:
             res = devices.advertised_resources(catalog.get(pool.gpu.model), pool.gpu.count, **sharing_args(spec, pool))
             total += len(pool.hosts) * res.get("nvidia.com/gpu", 0)
+        elif pool.gpu and pool.uses_dra and pool.extended_resource and spec.dra.enabled:
+            total += len(pool.hosts) * pool.gpu.count
     return total

@@ -119,6 +119,10 @@ class SharingMode(str, Enum):
     time_slicing = "time-slicing"
     mps = "mps"
     mig = "mig"
+    #: DRA pools on GPUs that toggle MIG mode themselves (Hopper and newer): the DRA driver's DynamicMIG
+    #: gate publishes the whole GPU and every MIG placement, and creates an instance when a claim is
+    #: allocated one (partitionable devices: shared counters per GPU that the devices consume).
+    dynamic_mig = "dynamic-mig"
 
 
 class MigSharing(Model):
@@ -134,7 +138,12 @@ class MigSharing(Model):
 
 
 class Sharing(Model):
-    mode: SharingMode = SharingMode.exclusive
+    mode: SharingMode = Field(
+        default=SharingMode.exclusive,
+        description="exclusive; time-slicing or mps (device plugin, with replicas); mig (a layout applied by the MIG "
+        "manager); dynamic-mig (DRA pools on Hopper and newer: the DRA driver publishes the whole GPU and every MIG "
+        "placement, and partitions per claim).",
+    )
     replicas: int | None = Field(
         default=None, description="Time-slicing/MPS: how many workloads share one GPU (>= 2)."
     )
@@ -203,6 +212,12 @@ class NodePool(Model):
         default=None,
         description="Serve this pool's GPUs with the NVIDIA device plugin; defaults to the opposite of `dra`. "
         "A pool must not be served by both.",
+    )
+    extended_resource: bool = Field(
+        default=False,
+        description="DRA pools: also serve pods that ask for plain `nvidia.com/gpu` (no claim) from this pool's whole "
+        "GPUs, through the DeviceClass `dra-nvidia-gpu` (extendedResourceName nvidia.com/gpu). Pools without it "
+        "never receive such pods.",
     )
     labels: Labels = Field(default_factory=dict)
     taints: list[Taint] | None = Field(
@@ -316,10 +331,39 @@ class DeviceClass(Model):
     selector: DeviceSelector = Field(default_factory=DeviceSelector)
 
 
-class ClaimTemplate(Model):
-    name: Name
+class ClaimAlternative(Model):
+    """One choice of a prioritized claim: ``count`` devices of ``deviceClass``."""
+
     device_class: str
     count: int = Field(default=1, ge=1, le=64)
+
+
+class ClaimTemplate(Model):
+    name: Name
+    device_class: str | None = Field(default=None, description="The DeviceClass to claim (or give firstAvailable).")
+    count: int = Field(default=1, ge=1, le=64)
+    first_available: list[ClaimAlternative] = Field(
+        default_factory=list, max_length=8,
+        description='Alternatives in order of preference, e.g. one H100, else two L40S: the scheduler takes the '
+        "first that can be allocated (rendered as firstAvailable; the claim's status names the one taken). "
+        "Replaces deviceClass and count.",
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ClaimTemplate:
+        if (self.device_class is None) == (not self.first_available):
+            raise ValueError("give either deviceClass (and count) or firstAvailable, not both and not neither")
+        if self.first_available and "count" in self.model_fields_set:
+            raise ValueError("count belongs to each firstAvailable alternative")
+        return self
+
+    @property
+    def alternatives(self) -> list[ClaimAlternative]:
+        """What the template may be allocated, in order: the one class, or the firstAvailable list."""
+        if self.first_available:
+            return list(self.first_available)
+        assert self.device_class is not None
+        return [ClaimAlternative(device_class=self.device_class, count=self.count)]
 
 
 class Dra(Model):

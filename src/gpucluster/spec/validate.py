@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 from gpucluster import catalog, versions
 from gpucluster.catalog import GpuModel
-from gpucluster.devices import DRA_CHART_DEVICE_CLASSES
+from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, MIG_TOGGLE_ARCHITECTURES
 from gpucluster.errors import Problem
-from gpucluster.spec import capacity, features, networks
+from gpucluster.spec import capacity, dra_fit, features, networks
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClusterSpec, NodePool, SecondaryNetwork, SharingMode
 
@@ -74,6 +74,8 @@ def validate(spec: ClusterSpec) -> list[Problem]:
     _tenants(spec, c, capacity_known=pools_ok)
     _cost(spec, c)
     _monitoring(spec, c)
+    if pools_ok and not any(p.severity == "error" and p.path.startswith(("dra.", "tenants")) for p in c.problems):
+        c.problems += dra_fit.problems(spec)
     return c.problems
 
 
@@ -110,6 +112,16 @@ def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
                     "the same GPUs would be advertised twice; set devicePlugin: false or dra: false")
         if pool.dra and not spec.dra.enabled:
             c.error(f"{base}.dra", "pool asks for DRA but dra.enabled is false", "set dra.enabled: true")
+        if pool.extended_resource and not pool.dra:
+            c.error(f"{base}.extendedResource", "extendedResource serves plain nvidia.com/gpu through DRA, but the "
+                    "pool is not served by the DRA driver", "set dra: true, or drop extendedResource (device-plugin "
+                    "pools advertise nvidia.com/gpu anyway)")
+        elif pool.extended_resource and sharing.mode is SharingMode.mig:
+            c.error(f"{base}.extendedResource", "a static MIG pool publishes MIG devices only, no whole GPU that "
+                    "could serve nvidia.com/gpu", "drop extendedResource, or use dynamic-mig (whole GPUs and "
+                    "partitions)")
+        if sharing.mode is SharingMode.dynamic_mig:
+            _dynamic_mig_pool(c, base, pool, model)
         if sharing.mode in (SharingMode.time_slicing, SharingMode.mps):
             if sharing.replicas is None or sharing.replicas < 2:
                 c.error(f"{base}.sharing.replicas",
@@ -131,6 +143,20 @@ def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
             c.warn(f"{base}.rdma", "RDMA interfaces set but the network operator is disabled",
                    "pods cannot request rdma/* resources without the RDMA shared device plugin")
     return len(c.problems) == errors_before
+
+
+def _dynamic_mig_pool(c: _Collector, base: str, pool: NodePool, model: GpuModel) -> None:
+    path = f"{base}.sharing.mode"
+    if not pool.dra:
+        c.error(path, "dynamic-mig is the DRA driver's DynamicMIG: the pool must be served by DRA",
+                "set dra: true, or use sharing.mode: mig with a layout for the device plugin")
+    if not model.mig_capable:
+        migs = [k for k, m in catalog.catalog().items() if m.mig_capable]
+        c.error(path, f"{model.key} does not support MIG", f"use a MIG-capable model ({', '.join(migs)})")
+    elif model.architecture not in MIG_TOGGLE_ARCHITECTURES:
+        c.error(path, f"{model.key} ({model.architecture}) cannot switch MIG mode without a GPU reset: the DRA "
+                "driver then publishes partitions only once MIG mode is already enabled, and never the whole GPU",
+                f"use sharing.mode: mig with a layout (static MIG), or a {' or '.join(MIG_TOGGLE_ARCHITECTURES)} GPU")
 
 
 def _mig_pool(spec: ClusterSpec, c: _Collector, base: str, pool: NodePool, model: GpuModel) -> None:
@@ -194,6 +220,14 @@ def used_features(spec: ClusterSpec) -> list[str]:
     out: list[str] = []
     if spec.dra.enabled and any(p.uses_dra for p in spec.node_pools):
         out.append("claim-device-status")  # verify and cost read which devices a claim holds
+        # The class dra-nvidia-gpu (extendedResourceName) is rendered whenever the DRA chart is.
+        out.append("extended-resource")
+        # `gpucluster quarantine` taints one GPU with a DeviceTaintRule instead of cordoning its node.
+        out += ["device-taints", "device-taint-rules"]
+    if any(p.uses_dra and p.sharing.mode is SharingMode.dynamic_mig for p in spec.gpu_pools):
+        out.append("partitionable-devices")
+    if spec.dra.enabled and any(t.first_available for t in spec.dra.claim_templates):
+        out.append("prioritized-list")
     return out
 
 
@@ -280,12 +314,51 @@ def _dra(spec: ClusterSpec, c: _Collector) -> None:
             if s.architecture not in archs:
                 c.error(f"dra.deviceClasses[{i}].selector.architecture", f"unknown architecture {s.architecture!r}",
                         _close(s.architecture, archs))
+    if any(p.uses_dra for p in spec.gpu_pools):
+        classes.add(DRA_EXTENDED_CLASS)
     for i, t in enumerate(d.claim_templates):
-        if t.device_class not in classes:
-            c.error(f"dra.claimTemplates[{i}].deviceClass", f"unknown DeviceClass {t.device_class!r}",
-                    _close(t.device_class, classes))
+        for j, alt in enumerate(t.alternatives):
+            where = f"firstAvailable[{j}].deviceClass" if t.first_available else "deviceClass"
+            if alt.device_class not in classes:
+                c.error(f"dra.claimTemplates[{i}].{where}", f"unknown DeviceClass {alt.device_class!r}",
+                        _close(alt.device_class, classes))
     if (d.device_classes or d.claim_templates) and not d.enabled:
         c.warn("dra.enabled", "DeviceClasses or claim templates are set but DRA is disabled; they are not rendered")
+    _one_dynamic_mig_gate(spec, c)
+    _extended_pools(spec, c)
+
+
+def _one_dynamic_mig_gate(spec: ClusterSpec, c: _Collector) -> None:
+    """DynamicMIG is one gate of the whole DRA driver release: every MIG-capable DRA pool follows it."""
+    dynamic = [p.name for p in spec.gpu_pools if p.uses_dra and p.sharing.mode is SharingMode.dynamic_mig]
+    if not dynamic:
+        return
+    cat = catalog.catalog()
+    for i, pool in enumerate(spec.node_pools):
+        model = cat.get(pool.gpu.model) if pool.gpu else None
+        if not pool.uses_dra or model is None or not model.mig_capable or pool.sharing.mode is SharingMode.dynamic_mig:
+            continue
+        deleted = " and its static MIG devices deleted" if pool.sharing.mode is SharingMode.mig else ""
+        c.error(f"nodePools[{i}].sharing.mode", f"the DRA driver's DynamicMIG gate is one setting for the whole "
+                f"release, and pool(s) {', '.join(dynamic)} turn it on: this pool's {model.key} GPUs would be "
+                f"published as partitions too{deleted}",
+                "set sharing.mode: dynamic-mig on this pool too, or serve it with the device plugin (dra: false)")
+
+
+def _extended_pools(spec: ClusterSpec, c: _Collector) -> None:
+    """The extended-resource class selects by product name: a pool without the opt-in must not share one."""
+    cat = catalog.catalog()
+    opted = {cat[p.gpu.model].product_name: p.name for p in spec.gpu_pools
+             if p.uses_dra and p.extended_resource and p.gpu and p.gpu.model in cat}
+    for i, pool in enumerate(spec.node_pools):
+        if not (pool.gpu and pool.gpu.model in cat and dra_fit.pool_publishes_whole_gpus(pool)):
+            continue
+        name = cat[pool.gpu.model].product_name
+        if not pool.extended_resource and name in opted:
+            c.error(f"nodePools[{i}].extendedResource", f"pool {opted[name]!r} serves plain nvidia.com/gpu from its "
+                    f"{name} GPUs, and a DeviceClass selects devices by their attributes, never by node: this "
+                    f"pool's {name} GPUs would serve such pods too", "set extendedResource: true here as well, "
+                    "or on neither pool")
 
 
 def _scheduling(spec: ClusterSpec, c: _Collector) -> None:
@@ -417,6 +490,8 @@ def _tenants(spec: ClusterSpec, c: _Collector, capacity_known: bool) -> None:
     c.duplicates("tenants", (t.ns for t in spec.tenants), what="namespace")
     priorities = {p.name for p in spec.scheduling.priority_classes}
     classes = {dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES)
+    if any(p.uses_dra for p in spec.gpu_pools):
+        classes.add(DRA_EXTENDED_CLASS)
     templates = {t.name: t for t in spec.dra.claim_templates}
     reserved = reserved_namespaces(spec)
     for i, t in enumerate(spec.tenants):
@@ -438,15 +513,18 @@ def _tenants(spec: ClusterSpec, c: _Collector, capacity_known: bool) -> None:
             if name not in templates:
                 c.error(f"{base}.claimTemplates[{j}]", f"unknown claim template {name!r}", _close(name, templates))
                 continue
-            cls, count = templates[name].device_class, templates[name].count
-            allowed = t.quota.device_classes.get(cls)
-            if allowed is None:
-                c.error(f"{base}.claimTemplates[{j}]", f"claim template {name!r} claims DeviceClass {cls!r}, which "
-                        f"tenant {t.name!r} may not claim", f"add quota.deviceClasses.{cls}: <devices>, or drop the "
-                        "template")
-            elif count > allowed:
-                c.error(f"{base}.claimTemplates[{j}]", f"claim template {name!r} claims {count} {cls!r} devices, "
-                        f"above the tenant's quota of {allowed}", f"raise quota.deviceClasses.{cls} to {count}")
+            for alt in templates[name].alternatives:
+                cls, count = alt.device_class, alt.count
+                allowed = t.quota.device_classes.get(cls)
+                if allowed is None and cls == DRA_EXTENDED_CLASS and t.quota.gpus:
+                    allowed = t.quota.gpus  # allowed up to quota.gpus (render/tenants.py device_quota)
+                if allowed is None:
+                    c.error(f"{base}.claimTemplates[{j}]", f"claim template {name!r} claims DeviceClass {cls!r}, "
+                            f"which tenant {t.name!r} may not claim", f"add quota.deviceClasses.{cls}: <devices>, or "
+                            "drop the template")
+                elif count > allowed:
+                    c.error(f"{base}.claimTemplates[{j}]", f"claim template {name!r} claims {count} {cls!r} devices, "
+                            f"above the tenant's quota of {allowed}", f"raise quota.deviceClasses.{cls} to {count}")
         for j, cidr in enumerate(t.egress_cidrs):
             try:
                 ipaddress.ip_network(cidr, strict=True)
@@ -466,8 +544,9 @@ def _tenants(spec: ClusterSpec, c: _Collector, capacity_known: bool) -> None:
     total = sum(t.quota.gpus for t in spec.tenants)
     if total > gpus:
         detail = ", ".join(f"{t.name}={t.quota.gpus}" for t in spec.tenants if t.quota.gpus)
-        c.error("tenants", f"tenant GPU quotas add up to {total} ({detail}) but the cluster advertises "
-                f"{gpus} nvidia.com/gpu", "lower the quotas or add GPU capacity")
+        c.error("tenants", f"tenant GPU quotas add up to {total} ({detail}) but the cluster serves "
+                f"{gpus} nvidia.com/gpu (device plugin and extendedResource DRA pools)",
+                "lower the quotas or add GPU capacity")
     caps = sum(t.queue.capability_gpus if t.queue.capability_gpus is not None else t.quota.gpus
                for t in spec.tenants)
     if caps > gpus:

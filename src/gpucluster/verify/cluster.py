@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpucluster import expected
-from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device
+from gpucluster import cel, expected
+from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device, counter_set_name
 from gpucluster.expected import HostState
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.spec.quantity import parse_quantity
-from gpucluster.verify import cel
+from gpucluster.verify import dra_claims
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
@@ -106,18 +106,23 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) 
         yield fail("dra-slices", "resource.k8s.io/v1", "served", "not served", "the API server has no DRA v1 API")
         return
     by_node: dict[str, list[dict]] = {}
+    counters: dict[str, list[dict]] = {}
     for rs in snap.resource_slices:
         s = rs.get("spec", {})
         if s.get("driver") == DRA_DRIVER and s.get("nodeName"):
-            by_node.setdefault(s["nodeName"], []).extend(s.get("devices", []))
+            by_node.setdefault(s["nodeName"], []).extend(s.get("devices") or [])
+            counters.setdefault(s["nodeName"], []).extend(s.get("sharedCounters") or [])
     for name, want in dra_hosts.items():
         got = by_node.get(name, [])
         problems = device_problems(want.devices, got)
-        exp = f"{len(want.devices)} devices"
+        if want.counter_sets or counters.get(name):
+            problems += counter_problems(want.counter_sets, counters.get(name, []))
+        exp = f"{len(want.devices)} devices" + (f", {len(want.counter_sets)} counter sets" if want.counter_sets else "")
+        act = f"{len(got)} devices" + (f", {len(counters.get(name, []))} counter sets" if want.counter_sets else "")
         if problems:
-            yield fail("dra-slices", name, exp, f"{len(got)} devices", "; ".join(problems[:5]))
+            yield fail("dra-slices", name, exp, act, "; ".join(problems[:5]))
         else:
-            yield ok("dra-slices", name, exp, f"{len(got)} devices")
+            yield ok("dra-slices", name, exp, act)
     yield from _device_class_checks(spec, snap)
 
 
@@ -125,18 +130,28 @@ def _attrs(dev: dict) -> dict[str, object]:
     return {k.split("/")[-1]: next(iter(v.values())) for k, v in (dev.get("attributes") or {}).items()}
 
 
+def _memory_slices(dev: dict, counter_set: str) -> list[int] | None:
+    """The memory slices a partitionable device consumes from ``counter_set`` (None: it consumes none)."""
+    for c in dev.get("consumesCounters") or []:
+        if c.get("counterSet") == counter_set:
+            return sorted(int(k.rsplit("-", 1)[1]) for k in c.get("counters") or {} if k.startswith("memory-slice-"))
+    return None
+
+
 def device_problems(want: list[Device], got: list[dict]) -> list[str]:
     """How a node's published devices differ from the expected ones.
 
-    Whole GPUs are matched by name. MIG devices are matched by GPU and profile: each name must be the
-    driver's ``gpu-<minor>-mig-<profile>-<id>-<start>`` with a start where the profile may be placed,
+    Whole GPUs are matched by name. Static MIG devices are matched by GPU and profile: each name must be
+    the driver's ``gpu-<minor>-mig-<profile>-<id>-<start>`` with a start where the profile may be placed,
     the instances of one GPU must not overlap, and every GPU must carry the expected count per profile.
+    Partitionable (dynamic MIG) devices are every placement once, each consuming exactly the memory
+    slices of its placement from its GPU's counter set (the whole GPU: all of them).
     """
     problems: list[str] = []
     by_name = {d["name"]: d for d in got}
     seen: set[str] = set()
 
-    def check(d: Device, dev: dict) -> None:
+    def check(d: Device, dev: dict, start: int) -> None:
         attrs = _attrs(dev)
         for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile)):
             if value is not None and attrs.get(key) != value:
@@ -144,6 +159,12 @@ def device_problems(want: list[Device], got: list[dict]) -> list[str]:
         mem = (dev.get("capacity") or {}).get("memory", {}).get("value")
         if mem is None or int(parse_quantity(str(mem))) != d.memory_bytes:
             problems.append(f"{dev['name']}.memory={mem} (want {d.memory_bytes})")
+        if d.dynamic:
+            want_slices = list(range(start, start + d.slices))
+            have = _memory_slices(dev, counter_set_name(d.gpu))
+            if have != want_slices:
+                problems.append(f"{dev['name']} consumes memory slices {have} of {counter_set_name(d.gpu)} "
+                                f"(want {want_slices})")
 
     for d in want:
         if d.type == "gpu":
@@ -151,7 +172,7 @@ def device_problems(want: list[Device], got: list[dict]) -> list[str]:
                 problems.append(f"missing {d.name}")
             else:
                 seen.add(d.name)
-                check(d, by_name[d.name])
+                check(d, by_name[d.name], 0)
     mig_want: dict[str, list[Device]] = {}
     for d in want:
         if d.type == "mig":
@@ -163,12 +184,20 @@ def device_problems(want: list[Device], got: list[dict]) -> list[str]:
             m = MIG_DEVICE_NAME.match(dev_name)
             if m and dev_name.rsplit("-", 2)[0] == prefix:
                 found.append((int(m.group(4)), dev))
+        d = wanted[0]
+        if d.dynamic:
+            starts = sorted(w.starts[0] for w in wanted)
+            if sorted(start for start, _ in found) != starts:
+                problems.append(f"{prefix}-*: placements {sorted(start for start, _ in found)} (want {starts})")
+            for start, dev in found:
+                seen.add(dev["name"])
+                check(d, dev, start)
+            continue
         if len(found) != len(wanted):
             problems.append(f"{prefix}-*: {len(found)} devices (want {len(wanted)})")
-        d = wanted[0]
         for start, dev in found:
             seen.add(dev["name"])
-            check(d, dev)
+            check(d, dev, start)
             span = set(range(start, start + d.slices))
             if start not in d.starts:
                 problems.append(f"{dev['name']}: {d.profile} cannot start at memory slice {start} "
@@ -179,6 +208,27 @@ def device_problems(want: list[Device], got: list[dict]) -> list[str]:
     extra = sorted(set(by_name) - seen)
     if extra:
         problems.append(f"unexpected {', '.join(extra[:5])}")
+    return problems
+
+
+def counter_problems(want: dict[str, dict[str, int]], got: list[dict]) -> list[str]:
+    """How a node's shared counter sets differ from the expected ones (memory and memory slices)."""
+    problems: list[str] = []
+    have = {str(c.get("name", "")): c.get("counters") or {} for c in got}
+    for name, counters in sorted(want.items()):
+        if name not in have:
+            problems.append(f"missing counter set {name}")
+            continue
+        slices = sorted(k for k in have[name] if k.startswith("memory-slice-"))
+        want_slices = sorted(k for k in counters if k.startswith("memory-slice-"))
+        if slices != want_slices:
+            problems.append(f"{name}: {len(slices)} memory-slice counters (want {len(want_slices)})")
+        mem = have[name].get("memory", {}).get("value")
+        if mem is None or int(parse_quantity(str(mem))) != counters["memory"]:
+            problems.append(f"{name}.memory={mem} (want {counters['memory']})")
+    extra = sorted(set(have) - set(want))
+    if extra:
+        problems.append(f"unexpected counter sets {', '.join(extra[:5])}")
     return problems
 
 
@@ -303,9 +353,13 @@ def alert_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
 
 def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str | None = None) -> Snapshot:
     """The snapshot every check of ``spec`` needs: the LISTs and the tenant access reviews."""
+    from gpucluster import quarantine
+    from gpucluster.spec.features import DEVICE_TAINT_RULE_API
     from gpucluster.verify import snapshot, tenancy
 
-    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec))
+    minor = spec.kubernetes.minor[1]
+    paths = {"device_taint_rules": quarantine.rules_path(minor)} if minor in DEVICE_TAINT_RULE_API else {}
+    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths)
 
 
 def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
@@ -317,6 +371,8 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
     """
     states = states if states is not None else expected.host_states(spec)
     return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
+            *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
+            *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, states, charts_reachable=charts_reachable),
             *tenant_checks(spec, snap), *security_checks(spec, snap),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),

@@ -66,6 +66,8 @@ class Snapshot:
     admission_bindings: list[Obj] | None = None
     helm_releases: list[Obj] | None = None  # deployed Helm release records; None: secrets not readable
     helm_error: str = ""  # why ``helm_releases`` is None
+    resource_claims: list[Obj] | None = None  # None: resource.k8s.io/v1 not served
+    device_taint_rules: list[Obj] | None = None  # None: DeviceTaintRules not served at the spec's version
     access: dict[AccessQuestion, bool] | None = None  # None: not asked, or reviews not allowed
     access_error: str = ""  # why ``access`` is None when questions were asked
     calls: int = 0  # LIST calls
@@ -87,20 +89,23 @@ PATHS = {
     "priority_classes": kube.PRIORITY_CLASSES,
     "admission_policies": kube.ADMISSION_POLICIES,
     "admission_bindings": kube.ADMISSION_POLICY_BINDINGS,
+    "resource_claims": kube.RESOURCE_CLAIMS,
+    "device_taint_rules": kube.DEVICE_TAINT_RULES,
 }
 #: Core APIs every Kubernetes API server serves: absent means it is not one.
 REQUIRED = ("nodes", "daemonsets", "quotas", "limit_ranges", "namespaces")
 
 
 def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
-          questions: Sequence[AccessQuestion] = ()) -> Snapshot:
+          questions: Sequence[AccessQuestion] = (), paths: dict[str, str] | None = None) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
     queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
-    bindings, and Helm's deployed release records (14 calls in all); then one SubjectAccessReview per
-    question."""
+    bindings, Helm's deployed release records, ResourceClaims and DeviceTaintRules (16 calls in all); then
+    one SubjectAccessReview per question. ``paths`` replaces the LIST of a field (an API version that
+    depends on the cluster's)."""
     snap = Snapshot()
     with kube.Kube(kubeconfig, context=context, timeout=60) as api:
-        for attr, path in PATHS.items():
+        for attr, path in {**PATHS, **(paths or {})}.items():
             try:
                 items = api.list(path)
             except ClusterUnreachable as err:

@@ -100,7 +100,8 @@ def test_namespace_carries_the_allowances_the_policies_read(local):
     ns = by_kind(tenants.objects(local), "Namespace", "ml-research")[0]["metadata"]
     assert ns["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert ns["labels"]["gpucluster.dev/tenant"] == "ml-research"
-    assert ns["annotations"] == {"gpucluster.dev/allowed-device-classes": "gpu-80gb,hopper,mig-1g-10gb",
+    # dra-nvidia-gpu up to quota.gpus: the scheduler claims it for plain nvidia.com/gpu pods on DRA pools.
+    assert ns["annotations"] == {"gpucluster.dev/allowed-device-classes": "dra-nvidia-gpu,gpu-80gb,hopper,mig-1g-10gb",
                                  "gpucluster.dev/allowed-priority-classes": "batch-inference,notebooks,training",
                                  "scheduling.volcano.sh/queue-name": "ml-research"}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gpucluster.render import gpu_operator
+from gpucluster.render import dra_driver, gpu_operator
 from gpucluster.render import network_operator as network
 from gpucluster.render.nodes import node_config
 from gpucluster.simulator import agents
@@ -34,6 +34,7 @@ def deployed(spec: ClusterSpec, **changes: Any) -> agents.ClusterView:
         dra=spec.dra.enabled,
         cluster=spec.metadata.name,
         driver_version=spec.gpu_operator.driver.version,
+        dra_gates=dict(dra_driver.values(spec).get("featureGates") or {}),
     )
     return dataclasses.replace(view, **changes)
 

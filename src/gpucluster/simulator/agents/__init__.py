@@ -44,6 +44,8 @@ class Desired:
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     devices: list[dict[str, Any]] | None = None  # None: the DRA driver does not serve this node
+    #: The node's pool as slice contents (devices and/or sharedCounters), in the driver's order.
+    slices: list[dict[str, Any]] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -52,7 +54,9 @@ class ClusterView:
     """What the agents read from the cluster (once per sync) plus the host's own settings.
 
     ``host_mig`` is the mig-parted config Ansible installed on hosts whose MIG layout the host layer
-    applies (``managedBy: host``); ``dra`` whether the DRA driver is installed.
+    applies (``managedBy: host``); ``dra`` whether the DRA driver is installed, ``dra_gates`` its feature
+    gates (the chart's ``featureGates`` value) and ``server_minor`` the API server's Kubernetes minor, which
+    the driver reads to decide how to lay out partitionable devices.
     """
 
     operator: Operator
@@ -63,6 +67,8 @@ class ClusterView:
     dra: bool = False
     cluster: str = "local"
     driver_version: str = "580.95.05"
+    dra_gates: Mapping[str, bool] = field(default_factory=dict)
+    server_minor: int = 37
 
 
 @dataclass(frozen=True)
@@ -164,11 +170,14 @@ def plan(view: ClusterView, node: NodeView) -> Plan:
         if p.plugin and healthy and len(healthy) < si.count:
             p.allocatable = device_plugin.request(si.model.key, state.applied, healthy, **ask)
     if view.dra and labels.get(L.DRA) == "true" and labels.get(L.GPU_PRESENT) == "true":
-        out.devices = dra_plugin.published(
+        out.slices = dra_plugin.slices(
             view.cluster, si.node, model, state.applied, driver_version=view.driver_version,
             cuda_driver_version=nvml.cuda_driver_version(view.driver_version),
             missing=_names(node.annotations.get(L.FAULT_MISSING_DEVICES)),
+            dynamic_mig=bool(view.dra_gates.get(dra_plugin.DYNAMIC_MIG)), server_minor=view.server_minor,
+            notes=out.notes,
         )
+        out.devices = [d for sl in out.slices for d in sl.get("devices") or []]
     return p
 
 

@@ -17,6 +17,22 @@ records them (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1):
 
 Unhealthy GPUs stay published: the driver taints devices only with its NVMLDeviceHealthCheck gate,
 which is off by default (device_health.go:36).
+
+With the driver's ``DynamicMIG`` gate (:func:`slices`), a MIG-capable GPU is published as partitionable
+devices (KEP 4815; partitions.go, nvlib.go:196-290, driver.go:188-290, facts ``dynamic-mig-*``):
+
+- one shared counter set per GPU, ``gpu-<minor>-counter-set``: one counter per capacity dimension
+  (the capacity name through camelToDNSName: ``copyEngines`` -> ``copy-engines``) holding the largest
+  value any profile placement has, plus ``memory-slice-<i>`` = 1 for each memory slice;
+- every (profile, placement) as a device ``gpu-<minor>-mig-<profile>-<info id>-<start>`` with the MIG
+  attributes but no uuid (no instance exists until a claim is prepared), the profile's capacities
+  without memory slices, consuming its capacities and ``memory-slice-<start..start+size-1>``;
+- on GPUs that switch MIG mode without a reset (Hopper and newer) also the whole GPU ``gpu-<minor>``,
+  whose capacity is the counter set's maxima and which consumes every counter; an Ampere GPU is
+  partitionable only with MIG mode already enabled, and then without its whole device; with MIG off
+  it is published as without the gate;
+- from Kubernetes 1.35 on (split-slices-threshold) the pool has G+1 slices: the counter sets first,
+  then one slice of devices per GPU; before, one slice per GPU with its counter set.
 """
 
 from __future__ import annotations
@@ -84,7 +100,7 @@ def published(
         if not mig_devices:
             out.append({
                 "name": f"gpu-{minor}",
-                "attributes": {"type": _string("gpu"), "uuid": _string(parent), **common},
+                "attributes": _with(common, type=_string("gpu"), uuid=_string(parent)),
                 "capacity": {"memory": {"value": str(model.memory_mib * 2**20)}},
             })
             continue
@@ -107,3 +123,132 @@ def published(
                 "capacity": {k: {"value": str(v)} for k, v in capacity.items()},
             })
     return [d for d in out if d["name"] not in missing]
+
+
+#: The driver's feature gate for partitionable MIG (pkg/featuregates/featuregates.go, fact driver-feature-gates).
+DYNAMIC_MIG = "DynamicMIG"
+#: Architectures (go-nvlib's strings) whose GPUs toggle MIG mode without a reset (nvlib.go:1461:
+#: arch >= DEVICE_ARCH_HOPPER).
+MIG_TOGGLE = ("hopper", "blackwell")
+#: Kubernetes minor from which the driver splits counters and devices into separate slices (driver.go:580).
+SPLIT_FROM_MINOR = 35
+#: A MIG profile's capacities as the driver names them (mig.go:120 CommonCapacitiesMig), by profile field.
+_MIG_CAPACITIES = (("multiprocessors", "multiprocessors"), ("copyEngines", "copy_engines"),
+                   ("decoders", "decoders"), ("encoders", "encoders"), ("jpegEngines", "jpegs"),
+                   ("ofaEngines", "ofas"))
+
+
+def camel_to_dns(name: str) -> str:
+    """camelToDNSName (mig.go:262): ``copyEngines`` -> ``copy-engines``."""
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", name)
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1-\2", name)
+    return rfc1123(name).strip("-")
+
+
+def _quantities(values: dict[str, int]) -> dict[str, dict[str, str]]:
+    return {k: {"value": str(v)} for k, v in values.items()}
+
+
+def _gpu_attributes(cluster: str, node: str, model: NvmlModel, minor: int, driver_version: str,
+                    cuda_driver_version: int) -> dict[str, Any]:
+    return {
+        "productName": _string(model.product_name),
+        "brand": _string(BRAND),
+        "architecture": _string(ARCHITECTURES.get(model.architecture, model.architecture)),
+        "cudaComputeCapability": {"version": semver(model.compute_capability)},
+        "driverVersion": {"version": semver(driver_version)},
+        "cudaDriverVersion": {"version": cuda_semver(cuda_driver_version)},
+        "resource.kubernetes.io/pciBusID": _string(pci_bus_id(minor)),
+        "resource.kubernetes.io/pcieRoot": _string(pcie_root(minor)),
+    }
+
+
+def _with(common: dict[str, Any], **first: Any) -> dict[str, Any]:
+    """Attributes: ``first`` (in order), then the GPU's common ones."""
+    return {**first, **common}
+
+
+def _partitions(cluster: str, node: str, model: NvmlModel, minor: int, *, whole: bool, driver_version: str,
+                cuda_driver_version: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One GPU under DynamicMIG: its devices (sorted by name, as the driver announces them) and counter set."""
+    assert model.mig is not None
+    counter_set = f"gpu-{minor}-counter-set"
+    common = _gpu_attributes(cluster, node, model, minor, driver_version, cuda_driver_version)
+    parent = gpu_uuid(cluster, node, minor)
+    maxima: dict[str, int] = {}
+    slices = 0
+    specs = []
+    for prof in model.mig.profiles:
+        if prof.name not in model.mig.placements:
+            continue  # NVML lists no placements: the driver finds none to publish
+        starts, size = model.mig.placements[prof.name]
+        caps = {name: int(getattr(prof, field)) for name, field in _MIG_CAPACITIES}
+        caps["memory"] = prof.memory_mib * 2**20
+        for name, value in caps.items():
+            maxima[name] = max(maxima.get(name, 0), value)
+        slices = max(slices, size)
+        info_id = model.mig.info_ids.get(prof.name, prof.gi_profile_id or 0)
+        for start in starts:
+            specs.append({
+                "name": f"gpu-{minor}-mig-{rfc1123(prof.name.replace('.', ''))}-{info_id}-{start}",
+                "attributes": _with(common, type=_string("mig"), parentUUID=_string(parent),
+                                    profile=_string(prof.name)),
+                "capacity": _quantities(caps),
+                "consumesCounters": [{"counterSet": counter_set, "counters": _quantities(
+                    {**{camel_to_dns(k): v for k, v in caps.items()},
+                     **{f"memory-slice-{i}": 1 for i in range(start, start + size)}})}],
+            })
+    counters = {**{camel_to_dns(k): v for k, v in maxima.items()}, **{f"memory-slice-{i}": 1 for i in range(slices)}}
+    if whole:
+        specs.append({
+            "name": f"gpu-{minor}",
+            "attributes": _with(common, type=_string("gpu"), uuid=_string(parent)),
+            "capacity": _quantities(maxima),
+            "consumesCounters": [{"counterSet": counter_set, "counters": _quantities(counters)}],
+        })
+    return sorted(specs, key=lambda d: d["name"]), {"name": counter_set, "counters": _quantities(counters)}
+
+
+def slices(
+    cluster: str,
+    node: str,
+    model: NvmlModel,
+    layout: Sequence[Sequence[str]],
+    *,
+    driver_version: str,
+    cuda_driver_version: int,
+    missing: set[str],
+    dynamic_mig: bool = False,
+    server_minor: int = 37,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The node's pool as slice contents (``{"devices": ...}`` and/or ``{"sharedCounters": ...}``).
+
+    Without ``dynamic_mig`` (or on GPUs it does not apply to) one slice holds every device, as
+    :func:`published` gives them. With it, see the module docstring.
+    """
+    def static(gpus: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+        return published(cluster, node, model, gpus, driver_version=driver_version,
+                         cuda_driver_version=cuda_driver_version, missing=missing)
+
+    if not (dynamic_mig and model.mig_capable):
+        return [{"devices": static(layout)}]
+    if model.mig is None or not model.mig.placements:
+        if notes is not None:
+            notes.append(f"DynamicMIG: no MIG profile table with placements for {model.name} in "
+                         "simulator/data/nvml.yaml; its GPUs are published whole, without partitions")
+        return [{"devices": static(layout)}]
+    per_gpu: list[tuple[list[dict[str, Any]], dict[str, Any] | None]] = []
+    for minor, mig_devices in enumerate(layout):
+        toggles = model.architecture in MIG_TOGGLE
+        if toggles or mig_devices:  # isDynamicMIGCapable (nvlib.go:1472)
+            devs, counters = _partitions(cluster, node, model, minor, whole=toggles, driver_version=driver_version,
+                                         cuda_driver_version=cuda_driver_version)
+            per_gpu.append(([d for d in devs if d["name"] not in missing], counters))
+        else:  # Ampere with MIG off: the GPU as without the gate
+            whole = static([()] * (minor + 1))
+            per_gpu.append(([d for d in whole if d["name"] == f"gpu-{minor}"], None))
+    if server_minor >= SPLIT_FROM_MINOR:
+        shared = [c for _, c in per_gpu if c is not None]
+        return [{"sharedCounters": shared} if shared else {}] + [{"devices": devs} for devs, _ in per_gpu]
+    return [{"devices": devs, **({"sharedCounters": [c]} if c else {})} for devs, c in per_gpu]

@@ -1,0 +1,155 @@
+"""Benchmark: claims scheduled per second on simulated DRA nodes, next to device-plugin pods, as a ratio.
+
+Two local worlds in turn (toolchain must be built), each with --nodes simulated L40S nodes of 8 GPUs:
+  dra            the nodes served by the DRA driver (the simulator publishes one ResourceSlice per node);
+                 --pods pods, each with a claim from one ResourceClaimTemplate (1 device): the real
+                 kube-controller-manager creates the claims, the real kube-scheduler allocates and binds
+  device-plugin  the same nodes served by the device plugin (nvidia.com/gpu: 8); --pods pods asking
+                 nvidia.com/gpu: 1
+For each: the time from the first pod POST until every pod is bound (and, for DRA, every claim
+allocated), and pods (claims) per second. Prints both and the ratio DRA / device plugin.
+Usage: python benchmarks/bench_dra_claims.py [--nodes 500] [--pods 2500] [--mode both|dra|device-plugin]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpucluster import kube
+from gpucluster.local.world import World
+from gpucluster.render import render
+from gpucluster.simulator import attach
+from gpucluster.spec import load_spec
+from gpucluster.toolchain import path_of
+
+NS = "bench"
+TEMPLATE = "one-l40s"
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def spec_doc(nodes: int, dra: bool) -> dict[str, Any]:
+    hosts = [{"name": "cp-1", "address": "10.0.0.1", "roles": ["control-plane"]}]
+    names = [f"l40s-{i:04d}" for i in range(nodes)]
+    hosts += [{"name": n, "address": f"10.1.{i // 250}.{1 + i % 250}"} for i, n in enumerate(names)]
+    pool: dict[str, Any] = {"name": "l40s", "hosts": names, "gpu": {"model": "L40S", "count": 8}, "dra": dra}
+    doc: dict[str, Any] = {"metadata": {"name": f"bench-dra-{nodes}"}, "hosts": hosts, "nodePools": [pool],
+                           "scheduling": {"volcano": {"enabled": False}}, "monitoring": {"enabled": False},
+                           "networking": {"multus": False, "networkOperator": {"enabled": False}}}
+    if dra:
+        doc["dra"] = {"deviceClasses": [{"name": "l40s", "selector": {"productNameContains": "L40S"}}]}
+    return doc
+
+
+def pod(i: int, dra: bool) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "registry.invalid/none:0",
+                                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+    spec: dict[str, Any] = {"containers": [container], "tolerations": [TOLERATION]}
+    if dra:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}]
+        container["resources"]["claims"] = [{"name": "gpu"}]
+    else:
+        container["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p-{i:05d}", "namespace": NS}, "spec": spec}
+
+
+def template() -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": TEMPLATE, "namespace": NS},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "l40s", "allocationMode": "ExactCount", "count": 1}}]}}}}
+
+
+def apply(kubeconfig: str, objs: list[dict[str, Any]]) -> None:
+    subprocess.run([str(path_of("kubectl")), f"--kubeconfig={kubeconfig}", "apply", "--server-side", "-f", "-"],
+                   input=yaml.safe_dump_all(sorted(objs, key=lambda o: o["kind"] != "Namespace")),
+                   text=True, check=True, capture_output=True)
+
+
+def settled(api: kube.Kube, nodes: int, dra: bool, limit: float = 900) -> float:
+    """Wait (bounded) until every node is Ready and, for DRA, has its ResourceSlice."""
+    t0 = time.perf_counter()
+    while True:
+        ready = sum(1 for n in api.items(kube.NODES) if n["metadata"]["name"] != "cp-1" and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])))
+        slices = len(api.items(kube.RESOURCE_SLICES)) if dra else nodes
+        if ready >= nodes and slices >= nodes:
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > limit:
+            raise SystemExit(f"only {ready} of {nodes} nodes Ready ({slices} slices) after {limit:.0f}s")
+        time.sleep(2)
+
+
+def run(nodes: int, pods: int, dra: bool) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        inv = Path(tmp) / "inv"
+        inv.mkdir()
+        (inv / "cluster.yaml").write_text(yaml.safe_dump(spec_doc(nodes, dra), sort_keys=False))
+        spec = load_spec(inv)
+        world = World(Path(tmp) / "world")
+        t0 = time.perf_counter()
+        world.up()
+        kc = str(world.kubeconfig)
+        try:
+            objs = [o for o in render(spec).objects() if o["kind"] in ("Namespace", "ConfigMap", "DeviceClass")]
+            apply(kc, [*objs, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
+            if dra:
+                apply(kc, [template()])
+            sim = attach(world.kubeconfig, spec)
+            sim.close()
+            with kube.Kube(world.kubeconfig, pool_size=16, timeout=60) as api:
+                waited = settled(api, nodes, dra)
+                built = time.perf_counter() - t0
+                start = time.perf_counter()
+                with ThreadPoolExecutor(16) as pool:
+                    list(pool.map(lambda i: api.create(kube.namespaced(NS, "pods"), pod(i, dra)), range(pods)))
+                created = time.perf_counter() - start
+                while True:
+                    items = api.items(kube.namespaced(NS, "pods"))
+                    bound = sum(1 for p in items if p["spec"].get("nodeName"))
+                    allocated = sum(1 for c in api.items(kube.namespaced(NS, "resourceclaims", group="resource.k8s.io"))
+                                    if (c.get("status") or {}).get("allocation")) if dra else bound
+                    if bound >= pods and allocated >= pods:
+                        break
+                    if time.perf_counter() - start > 1800:
+                        raise SystemExit(f"{bound} of {pods} pods bound ({allocated} claims allocated) after 1800 s")
+                    time.sleep(0.5)
+                took = time.perf_counter() - start
+            what = "DRA claims" if dra else "device-plugin pods"
+            print(f"{what}: {nodes} nodes x 8 GPUs (built in {built:.0f} s, settled after {waited:.0f} s); "
+                  f"{pods} pods created in {created:.1f} s, all bound{' and allocated' if dra else ''} after "
+                  f"{took:.1f} s: {pods / took:.1f} per second", flush=True)
+            return {"seconds": took, "rate": pods / took}
+        finally:
+            world.down()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=500)
+    ap.add_argument("--pods", type=int, default=2500)
+    ap.add_argument("--mode", choices=("both", "dra", "device-plugin"), default="both")
+    args = ap.parse_args()
+    if args.pods > args.nodes * 8:
+        raise SystemExit(f"--pods {args.pods} exceeds the {args.nodes * 8} GPUs of {args.nodes} nodes")
+    out = {}
+    if args.mode in ("both", "dra"):
+        out["dra"] = run(args.nodes, args.pods, dra=True)
+    if args.mode in ("both", "device-plugin"):
+        out["dp"] = run(args.nodes, args.pods, dra=False)
+    if len(out) == 2:
+        print(f"ratio DRA / device plugin: {out['dra']['rate'] / out['dp']['rate']:.2f}x "
+              f"({out['dra']['rate']:.1f} vs {out['dp']['rate']:.1f} pods per second)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

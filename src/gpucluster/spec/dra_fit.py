@@ -1,0 +1,293 @@
+"""Specs that cannot ask for the impossible: DeviceClasses, claim templates and quotas against the devices
+the spec's DRA pools will publish.
+
+The devices are the expectation side's (:func:`gpucluster.devices.dra_devices`, catalog facts), written
+as ResourceSlice entries with the attributes the NVIDIA DRA driver publishes; every selector is the very
+CEL expression the cluster gets (:mod:`gpucluster.spec.selectors`), evaluated with :mod:`gpucluster.cel`.
+From that, :func:`problems` finds:
+
+- a DeviceClass that matches no device (error; a warning when no pool uses DRA yet), naming the nearest
+  devices and what they report (an "80Gi" class next to H100s that report 79.6Gi);
+- a claim template none of whose alternatives one node can satisfy (DRA allocates a claim on one node);
+- a tenant whose quota for a class exceeds what the whole cluster could ever allocate of it (warning).
+
+Under dynamic MIG the devices of one GPU overlap (its partitions and the whole GPU share its counters),
+so "how many at once" is the largest set that fits one GPU (catalog profile limits, compute and memory
+slices, placements), not the number published.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+
+from kubernetes.utils import parse_quantity
+
+from gpucluster import catalog, cel, devices
+from gpucluster.catalog import GpuModel
+from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_DRIVER, DRA_EXTENDED_CLASS, Device
+from gpucluster.errors import Problem
+from gpucluster.spec import mig as miglib
+from gpucluster.spec.model import ClaimAlternative, ClusterSpec, NodePool, SharingMode
+from gpucluster.spec.selectors import chart_class_cel, device_class_cel, extended_class_cel
+
+GIB = Decimal(2**30)
+
+
+@dataclass(frozen=True)
+class PoolDevices:
+    """What one node of a DRA pool publishes."""
+
+    pool: str
+    hosts: int
+    model: GpuModel
+    dynamic: bool
+    devices: tuple[tuple[Device, dict], ...]  # (expected device, its ResourceSlice entry)
+
+
+#: What validation knows each device will report; a selector term on anything else (uuid, pciBusID, the
+#: CUDA driver version, ...) cannot be predicted from the spec and is reported as not checked.
+KNOWN_ATTRIBUTES = frozenset({"type", "productName", "architecture", "cudaComputeCapability", "profile", "brand",
+                              "driverVersion"})
+KNOWN_CAPACITIES = frozenset({"memory"})
+
+
+def _semver(version: str) -> str:
+    parts = [str(int(p)) for p in re.findall(r"\d+", version)][:3]
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def _entry(spec: ClusterSpec, model: GpuModel, d: Device) -> dict:
+    attrs = {"type": {"string": d.type}, "productName": {"string": d.product_name},
+             "architecture": {"string": model.architecture}, "brand": {"string": devices.DRA_BRAND},
+             "cudaComputeCapability": {"version": _semver(model.compute_capability)},
+             "driverVersion": {"version": _semver(spec.gpu_operator.driver.version)}}
+    if d.profile:
+        attrs["profile"] = {"string": d.profile}
+    return {"name": d.name, "attributes": attrs, "capacity": {"memory": {"value": str(d.memory_bytes)}}}
+
+
+def unknown_terms(program: list[cel.Term]) -> list[str]:
+    """Terms on attributes or capacities validation cannot predict (see :data:`KNOWN_ATTRIBUTES`)."""
+    out = []
+    for t in program:
+        if t.kind in ("attr_eq", "attr_in", "attr_contains", "semver_ge") and t.args[1] not in KNOWN_ATTRIBUTES:
+            out.append(t.text)
+        elif t.kind == "cap_ge" and t.args[1] not in KNOWN_CAPACITIES:
+            out.append(t.text)
+    return out
+
+
+def published(spec: ClusterSpec) -> list[PoolDevices]:
+    """Per DRA pool of a validated spec: the devices one of its nodes publishes."""
+    out = []
+    for pool in spec.gpu_pools:
+        if not (pool.uses_dra and pool.gpu and pool.gpu.model in catalog.catalog()):
+            continue
+        model = catalog.get(pool.gpu.model)
+        dynamic = pool.sharing.mode is SharingMode.dynamic_mig and model.mig is not None
+        layout = miglib.pool_layout(pool) if pool.sharing.mode is SharingMode.mig else None
+        devs = devices.dra_devices(model, pool.gpu.count, layout, dynamic=dynamic)
+        out.append(PoolDevices(pool.name, len(pool.hosts), model, dynamic,
+                               tuple((d, _entry(spec, model, d)) for d in devs)))
+    return out
+
+
+def class_expressions(spec: ClusterSpec) -> dict[str, str]:
+    """Every DeviceClass a claim may name, with its CEL: the spec's, the chart's and ours."""
+    out = {name: chart_class_cel(name) for name in DRA_CHART_DEVICE_CLASSES}
+    if any(p.uses_dra for p in spec.gpu_pools):
+        out[DRA_EXTENDED_CLASS] = extended_class_cel(spec)
+    out.update({dc.name: device_class_cel(dc) for dc in spec.dra.device_classes})
+    return out
+
+
+@cache
+def _mig_max(model_key: str, profiles: tuple[str, ...]) -> int:
+    """The most instances of ``profiles`` (any mix) that fit one GPU of the model together."""
+    model = catalog.get(model_key)
+    assert model.mig is not None
+    ranges = [range(model.mig.profiles[p].max + 1) for p in profiles]
+    best = 0
+    for counts in itertools.product(*ranges):
+        if sum(counts) <= best:
+            continue
+        try:
+            miglib.check_fits(model, dict(zip(profiles, counts, strict=True)))
+        except miglib.LayoutError:
+            continue
+        best = sum(counts)
+    return best
+
+
+def at_once(pd: PoolDevices, program: list[cel.Term]) -> int:
+    """How many devices matching ``program`` one node of the pool can have allocated at the same time."""
+    hits = [d for d, entry in pd.devices if cel.matches(program, DRA_DRIVER, entry)]
+    if not pd.dynamic:
+        return len(hits)
+    total = 0
+    for gpu in sorted({d.gpu for d in hits}):
+        mine = [d for d in hits if d.gpu == gpu]
+        whole = any(d.type == "gpu" for d in mine)
+        profiles = tuple(sorted({d.profile for d in mine if d.profile}))
+        total += max(int(whole), _mig_max(pd.model.key, profiles) if profiles else 0)
+    return total
+
+
+def _gi(value: Decimal) -> str:
+    return f"{(value / GIB).quantize(Decimal('0.1'))}Gi"
+
+
+def _why(term: cel.Term, entry: dict) -> str:
+    """What a device reports for a term it fails, in the words of the selector."""
+    g = term.args
+    if term.kind == "cap_ge":
+        have = cel.capacity(entry, g[0], g[1])
+        asked = cel.capacity({"capacity": {"x": {"value": g[2]}}}, "", "x")
+        if have is None or asked is None:
+            return f"no {g[1]} capacity"
+        return f"{g[1]} is {_gi(have)} ({have} bytes), below {g[2]} ({_gi(asked)})"
+    if term.kind in ("attr_eq", "attr_in", "attr_contains", "semver_ge"):
+        have = cel.attribute(entry, g[0], g[1])
+        want = {"attr_eq": f"not {g[2]!r}", "attr_in": f"not one of {list(g[2:])}",
+                "attr_contains": f"without {g[2]!r}", "semver_ge": f"below {g[2]}"}[term.kind]
+        return f"{g[1]} is {have!r}, {want}" if have is not None else f"no {g[1]} attribute"
+    if term.kind == "false":
+        return "the selector is `false`"
+    return f"fails {term.text}"
+
+
+def nearest(pools: list[PoolDevices], program: list[cel.Term], limit: int = 3) -> list[str]:
+    """The devices that fail the fewest terms, each with what it reports for those terms."""
+    seen: dict[tuple[str, str, str | None], tuple[int, str]] = {}
+    for pd in pools:
+        for d, entry in pd.devices:
+            failed = cel.failed_terms(program, DRA_DRIVER, entry)
+            key = (pd.pool, d.type, d.profile)
+            if not failed or key in seen:
+                continue
+            what = d.product_name + (f" {d.profile} MIG device" if d.profile else
+                                     " (whole GPU)" if pd.dynamic else "")
+            seen[key] = (len(failed), f"{what} of pool {pd.pool}: {'; '.join(_why(t, entry) for t in failed)}")
+    ranked = sorted(seen.values())
+    best = ranked[0][0] if ranked else 0
+    return [text for n, text in ranked if n == best][:limit]
+
+
+def _memory_hint(program: list[cel.Term], pools: list[PoolDevices]) -> str:
+    """For a memory floor just above what a device reports: the decimal value that includes it."""
+    for term in program:
+        if term.kind != "cap_ge" or term.args[1] != "memory":
+            continue
+        asked = cel.capacity({"capacity": {"x": {"value": term.args[2]}}}, "", "x") or Decimal(0)
+        below = [have for pd in pools for _, e in pd.devices
+                 if (have := cel.capacity(e, DRA_DRIVER, "memory")) is not None and have < asked]
+        if below:
+            closest = max(below)
+            m = re.fullmatch(r"(\d+)([KMGT])i", term.args[2])
+            decimal = f"{m[1]}{m[2]}" if m else ""
+            fits = decimal and Decimal(parse_quantity(decimal)) <= closest
+            value = decimal if fits else f"{int(closest // 10**9)}G"
+            return (f"the closest device reports {_gi(closest)}: minMemory: {value} includes it (vendors count "
+                    "GB in decimal units)")
+    return ""
+
+
+def problems(spec: ClusterSpec) -> list[Problem]:
+    """Every class, template and quota the spec's DRA devices cannot satisfy (see the module docstring)."""
+    if not spec.dra.enabled:
+        return []
+    pools = published(spec)
+    out: list[Problem] = []
+    exprs = class_expressions(spec)
+    programs: dict[str, list[cel.Term] | None] = {}
+    why: dict[str, str] = {}
+    for name, expr in exprs.items():
+        try:
+            programs[name] = cel.compile_expr(expr)
+            unknown = unknown_terms(programs[name] or [])
+            if unknown:
+                programs[name], why[name] = None, f"it tests what the spec cannot predict ({unknown[0]})"
+        except cel.Unsupported as err:
+            programs[name], why[name] = None, f"extra CEL outside the subset gpucluster evaluates ({err})"
+    for i, dc in enumerate(spec.dra.device_classes):
+        path = f"dra.deviceClasses[{i}]"
+        program = programs[dc.name]
+        if program is None:
+            out.append(Problem(f"{path}.selector.cel", f"DeviceClass {dc.name!r} is not checked against the pools' "
+                               f"devices: {why[dc.name]}", "verify checks it against the published devices "
+                               "(deviceclass-matches)", "warning"))
+            continue
+        if any(at_once(pd, program) for pd in pools):
+            continue
+        if not pools:
+            out.append(Problem(path, f"DeviceClass {dc.name!r} matches no device: no node pool uses DRA",
+                               "set dra: true on the pools whose GPUs it should select", "warning"))
+            continue
+        near = nearest(pools, program)
+        detail = f"; nearest: {' | '.join(near)}" if near else ""
+        out.append(Problem(path, f"DeviceClass {dc.name!r} matches none of the devices the DRA pools publish"
+                           f"{detail}", _memory_hint(program, pools) or "loosen the selector, or add a pool "
+                           "whose GPUs it selects"))
+    out += _templates(spec, pools, programs)
+    out += _quotas(spec, pools, programs)
+    return out
+
+
+def _best_node(pools: list[PoolDevices], program: list[cel.Term]) -> tuple[int, str]:
+    """The most matching devices one node can hold at once, and the pool that has it."""
+    return max(((at_once(pd, program), pd.pool) for pd in pools), default=(0, ""))
+
+
+def _templates(spec: ClusterSpec, pools: list[PoolDevices],
+               programs: dict[str, list[cel.Term] | None]) -> Iterable[Problem]:
+    if not pools:
+        return  # no DRA pool yet: the classes' warnings say so
+    for i, t in enumerate(spec.dra.claim_templates):
+        alternatives = t.alternatives
+        verdicts: list[tuple[bool, int, str, int, ClaimAlternative] | None] = []
+        for j, alt in enumerate(alternatives):
+            program = programs.get(alt.device_class)
+            if program is None:  # unknown class (reported elsewhere) or not evaluable
+                verdicts.append(None)
+                continue
+            best, where = _best_node(pools, program)
+            verdicts.append((best >= alt.count, best, where, j, alt))
+        checked = [v for v in verdicts if v is not None]
+        if not checked or len(checked) < len(verdicts) or any(v[0] for v in checked):
+            for ok, best, _where, j, alt in checked:
+                if not ok and len(alternatives) > 1:
+                    yield Problem(f"dra.claimTemplates[{i}].firstAvailable[{j}]",
+                                  f"alternative {j + 1} ({alt.count}x {alt.device_class!r}) can never be allocated: "
+                                  f"one node holds at most {best} such devices", "it is skipped; drop it or lower "
+                                  "its count", "warning")
+            continue
+        parts = [f"{alt.count}x {alt.device_class!r} (at most {best} on one node"
+                 + (f", pool {where})" if where and best else ")") for _, best, where, _, alt in checked]
+        path = f"dra.claimTemplates[{i}]" + (".count" if len(alternatives) == 1 else ".firstAvailable")
+        yield Problem(path, f"claim template {t.name!r} asks for {' or '.join(parts)}: no single node can satisfy "
+                      "it (DRA allocates one claim on one node)",
+                      "lower the count, split the claim, or add alternatives with firstAvailable")
+
+
+def _quotas(spec: ClusterSpec, pools: list[PoolDevices],
+            programs: dict[str, list[cel.Term] | None]) -> Iterable[Problem]:
+    for i, t in enumerate(spec.tenants):
+        for cls, n in t.quota.device_classes.items():
+            program = programs.get(cls)
+            if program is None or not pools:
+                continue
+            total = sum(at_once(pd, program) * pd.hosts for pd in pools)
+            if n > total:
+                yield Problem(f"tenants[{i}].quota.deviceClasses.{cls}",
+                              f"tenant {t.name!r} may claim {n} {cls!r} devices, but the cluster can never "
+                              f"allocate more than {total} of them at once", f"lower it to {total}", "warning")
+
+
+def pool_publishes_whole_gpus(pool: NodePool) -> bool:
+    """Whether a DRA pool's slices carry whole GPUs (type gpu): all but static MIG pools."""
+    return pool.uses_dra and pool.sharing.mode is not SharingMode.mig
