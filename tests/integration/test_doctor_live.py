@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 from cluster_helpers import Cluster, wait_for
 
+from gpucluster import labels
 from gpucluster.addons import gpu_simulator
 from gpucluster.addons import volcano as local_volcano
 from gpucluster.cli.main import entrypoint
 from gpucluster.render import render
+from gpucluster.simulator import FAULTS
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
@@ -34,6 +36,9 @@ LOCAL_WORLD = {"tools": ("vc-scheduler", "vc-controller-manager", "controller-ge
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 NAMESPACES = ("team-a", "team-b", "team-c", "plain")
 WEDGE = "gpucluster.dev/simulate-mig-wedge"
+needs_mig_sequence = pytest.mark.skipif(
+    WEDGE not in {*FAULTS.values(), *(v for v in vars(labels).values() if isinstance(v, str))},
+    reason=f"waits on the GPU simulator playing the MIG manager's sequence and its wedge fault ({WEDGE})")
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
@@ -296,6 +301,7 @@ def test_pending_lists_every_blocked_gpu_pod_once(world: Cluster, capsys: pytest
     assert rc == 1 and got == {"plain/a": "untolerated-taint", "plain/b": "no-pool-fits"}, got
 
 
+@needs_mig_sequence
 def test_node_advertising_no_gpus_during_a_mig_change(world: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     """Waits on the simulator's MIG-manager sequence and its wedge fault (gpucluster.dev/simulate-mig-wedge)."""
     world.apply(pod("mig-ok", "plain", gpus=1, resource="nvidia.com/mig-1g.10gb"))

@@ -77,15 +77,21 @@ def _epoch(stamp: str | None) -> float | None:
 
 
 def history(events: list[Obj], node: str) -> list[tuple[float, str]]:
-    """(time, state) of every recorded state change of ``node``, oldest first."""
+    """(time, state) of the latest recorded change of ``node`` into each state, oldest first.
+
+    The recorder folds a repeated message into one Event (count, lastTimestamp), so each state appears
+    once, at its latest time. Timestamps have whole seconds: two changes within one second are ordered
+    by the Events' resourceVersion (the order the API server stored them).
+    """
     out = []
     for e in events:
         ref = e.get("involvedObject") or {}
         m = MOVED.search(e.get("message") or "")
         when = _epoch(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
         if e.get("reason") == EVENT_REASON and ref.get("kind") == "Node" and ref.get("name") == node and m and when:
-            out.append((when, m.group(1)))
-    return sorted(out)
+            rv = str(e.get("metadata", {}).get("resourceVersion", ""))
+            out.append((when, int(rv) if rv.isdigit() else 0, m.group(1)))
+    return [(when, state) for when, _, state in sorted(out)]
 
 
 def latest_hashes(daemonsets: list[Obj], revisions: list[Obj]) -> dict[str, str]:
