@@ -21,6 +21,7 @@ import pytest
 from cluster_helpers import Cluster, wait_for
 
 from gpucluster.addons import gpu_simulator
+from gpucluster.addons import volcano as local_volcano
 from gpucluster.render import render
 from gpucluster.simulator import attach
 from gpucluster.spec import load_spec
@@ -37,6 +38,7 @@ def world(lw: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
     shutil.copy(DATA / "cluster.yaml", inv / "cluster.yaml")
     shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", inv / "hosts.gpucluster.yml")
     spec = load_spec(inv)
+    local_volcano.install_crds(lw.kubeconfig)  # the tenants' Queues; no Volcano daemon is needed here
     objs = sorted(render(spec).objects(), key=lambda o: o["kind"] not in ("Namespace", "CustomResourceDefinition"))
     lw.apply(*objs)
     attach(lw.kubeconfig, spec).close()

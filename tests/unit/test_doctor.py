@@ -14,6 +14,7 @@ import pytest
 from gpucluster.doctor import diagnose_pod
 from gpucluster.doctor.model import Diagnosis, Finding, View
 from gpucluster.doctor.objects import extended_requests, selects, tolerates
+from gpucluster.doctor.pools import Pool
 from gpucluster.doctor.report import text, to_json
 from gpucluster.doctor.workloads import cause_of, diagnose_workload, short_of_pods
 from gpucluster.spec import load_spec
@@ -157,9 +158,14 @@ def test_node_advertising_no_gpus_during_a_mig_change() -> None:
 
 def test_gpus_not_advertised_by_a_stopped_device_plugin() -> None:
     off = [node("l4-1", {}, labels={"nvidia.com/gpu.deploy.device-plugin": "false"}), node("l4-2", {})]
-    d = why(pod("x", gpus=1), view(off, []))
+    crashing = {"metadata": {"name": "nvidia-device-plugin-daemonset-abcde", "namespace": "gpu-operator"},
+                "spec": {"nodeName": "l4-2"}, "status": {"phase": "Running", "containerStatuses": [
+                    {"ready": False, "restartCount": 7, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
+    d = why(pod("x", gpus=1), view(off, [crashing]))
     assert d.cause.cause == "gpus-not-advertised"
-    assert any("nvidia.com/gpu.deploy.device-plugin=false" in e for e in d.cause.evidence)
+    assert any("nvidia.com/gpu.deploy.device-plugin=false" in e and "no device-plugin pod" in e
+               for e in d.cause.evidence), d.cause.evidence
+    assert any(e.startswith("l4-2:") and "not Ready (CrashLoopBackOff), 7 restarts" in e for e in d.cause.evidence)
 
 
 def test_nodes_unavailable_and_busy() -> None:
@@ -314,3 +320,17 @@ def test_reports() -> None:
     assert '"cause": "no-pool-fits"' in to_json([d], {})
     with pytest.raises(ValueError):
         Finding("made-up", "x")
+
+
+def test_the_node_cause_most_nodes_share_is_the_answer_and_the_rest_are_listed() -> None:
+    nodes = [node("l4-1", {"nvidia.com/gpu": "4"}, cordoned=True), node("l4-2", {"nvidia.com/gpu": "4"})]
+    holders = [pod("h", gpus=4, node_name="l4-2", phase="Running")]
+    d = why(pod("x", gpus=1), view(nodes, holders))
+    # one node each: the cause examined first on a node wins the tie
+    assert d.cause.cause == "nodes-unavailable" and [f.cause for f in d.also] == ["insufficient-gpus"]
+    more = [*nodes, node("l4-3", {"nvidia.com/gpu": "4"})]
+    busy = [*holders, pod("h3", gpus=4, node_name="l4-3", phase="Running")]
+    v = view(more, busy)
+    three = Pool("l4", ("l4-1", "l4-2", "l4-3"), {"nvidia.com/gpu": 4}, {"gpucluster.dev/pool": "l4"}, dra=False)
+    d = diagnose_pod(pod("x", gpus=1), v, pools=[three])
+    assert d.cause.cause == "insufficient-gpus" and [f.cause for f in d.also] == ["nodes-unavailable"]

@@ -72,3 +72,9 @@ def test_the_spec_upgrade_policy_defaults_are_the_charts_and_reach_its_keys() ->
     values = gpu_operator.values(spec)["driver"]["upgradePolicy"]
     assert values["maxParallelUpgrades"] == 3
     assert all(f"driver.upgradePolicy.{k}" in keys for k in flat(values)), source("gpu-operator", "values-keys")
+
+
+def test_the_doctor_finds_the_device_plugin_pods_the_operator_names() -> None:
+    from gpucluster.doctor.diagnose import DEVICE_PLUGIN_POD
+
+    assert DEVICE_PLUGIN_POD.rstrip("-") in fact("gpu-operator", "daemonsets"), source("gpu-operator", "daemonsets")

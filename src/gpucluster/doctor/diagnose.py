@@ -11,7 +11,9 @@ The reasoning follows what decides where a GPU pod runs, outermost first:
 6. Volcano again: can the whole gang be placed at once.
 
 Every check that fails becomes a :class:`Finding`; the blocking cause is the first in
-:data:`gpucluster.doctor.model.CAUSES` order, the rest are listed as ``also``. When nothing fails but
+:data:`gpucluster.doctor.model.CAUSES` order, the rest are listed as ``also``. Of the per-node causes
+only the one most candidate nodes share competes for that place (one cordoned node among fifty busy
+ones does not make the cordon the answer). When nothing fails but
 the scheduler still reports the pod unschedulable, its own message is the answer (cause ``unknown``).
 """
 
@@ -36,6 +38,8 @@ from gpucluster.doctor.objects import (
 from gpucluster.doctor.pools import Pool, fits, largest, selected, spec_pools
 from gpucluster.verify.nodestate import MIG_FAILED, mig_change
 
+#: Name prefix of the GPU Operator's device-plugin DaemonSet pods (gpu-operator v26.3.0; facts: daemonsets).
+DEVICE_PLUGIN_POD = "nvidia-device-plugin-daemonset-"
 #: Node-level causes, in the order one node is examined.
 NODE_CAUSES = ("nodes-unavailable", "untolerated-taint", "mig-change-in-progress", "gpus-not-advertised",
                "insufficient-gpus")
@@ -83,8 +87,23 @@ def _priority(pod: Obj, view: View) -> Finding | None:
     return None
 
 
+def plugin_pod(node: str, pods: list[Obj], namespace: str) -> str:
+    """The GPU Operator's device-plugin pod on ``node``, as one phrase (its phase, readiness, why it waits)."""
+    for p in pods:
+        if (p["metadata"].get("namespace") == namespace and p.get("spec", {}).get("nodeName") == node
+                and p["metadata"]["name"].startswith(DEVICE_PLUGIN_POD)):
+            statuses = p.get("status", {}).get("containerStatuses") or []
+            waiting = [s["state"]["waiting"].get("reason", "") for s in statuses if "waiting" in (s.get("state") or {})]
+            restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
+            ready = bool(statuses) and all(s.get("ready") for s in statuses)
+            return (f"device-plugin pod {p['metadata']['name']} {p.get('status', {}).get('phase')}"
+                    f"{', Ready' if ready else ', not Ready'}{' (' + ', '.join(waiting) + ')' if waiting else ''}"
+                    f", {restarts} restarts")
+    return f"no device-plugin pod on the node (namespace {namespace})"
+
+
 def _node_reason(pod: Obj, name: str, node: Obj | None, pool: Pool, requests: dict[str, int],
-                 used: dict[str, int], now: float) -> tuple[str, str] | None:
+                 used: dict[str, int], now: float, pods: list[Obj], namespace: str) -> tuple[str, str] | None:
     """Why one node cannot take the pod now (cause, one line), or None when it can."""
     if node is None:
         return "nodes-unavailable", f"{name}: not registered (no Node object)"
@@ -109,7 +128,7 @@ def _node_reason(pod: Obj, name: str, node: Obj | None, pool: Pool, requests: di
                                            f"failed ({change.describe()})")
         plugin = (node["metadata"].get("labels") or {}).get(L.DEPLOY_DEVICE_PLUGIN, "(unset)")
         return "gpus-not-advertised", (f"{name}: advertises {have} {res} (spec: {spec_has}); "
-                                       f"{L.DEPLOY_DEVICE_PLUGIN}={plugin}")
+                                       f"{L.DEPLOY_DEVICE_PLUGIN}={plugin}; {plugin_pod(name, pods, namespace)}")
     for res, want in sorted(requests.items()):
         free = alloc.get(res, 0) - used.get(res, 0)
         if free < want:
@@ -197,6 +216,7 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
     fitting = [p for p in pools if fits(p, requests) and (p.dra or not claims)]
     hosts = {h: p for p in fitting for h in selected(p, pod)}
     slots = 0
+    others: list[Finding] = []  # node causes fewer nodes share: listed, never the blocking cause
     if not hosts:
         findings.append(_no_pool(requests, pools, fitting, pod))
     else:
@@ -210,7 +230,8 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
             used = used_by_node(view.pods)
             reasons: dict[str, list[str]] = {}
             for name, pool in sorted(hosts.items()):
-                why = _node_reason(pod, name, nodes.get(name), pool, requests, used.get(name, {}), view.now)
+                why = _node_reason(pod, name, nodes.get(name), pool, requests, used.get(name, {}), view.now,
+                                   view.pods, view.spec.gpu_operator.namespace)
                 if why is None:
                     slots += _slots(nodes[name], requests, used.get(name, {}))
                 else:
@@ -219,7 +240,7 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
                 # The cause most nodes share; ties go to the one examined first on a node.
                 cause = max(reasons, key=lambda c: (len(reasons[c]), -NODE_CAUSES.index(c)))
                 findings.append(_node_finding(cause, reasons[cause], pod, nodes))
-                findings += [_node_finding(c, ls, pod, nodes) for c, ls in reasons.items() if c != cause]
+                others = [_node_finding(c, ls, pod, nodes) for c, ls in reasons.items() if c != cause]
     if group is not None and slots:
         gang = volcano.gang_does_not_fit(group, view, slots)
         if gang:
@@ -228,7 +249,7 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
     if findings:
         first, also = _pick(findings)
         first = Finding(first.cause, first.summary, first.fix, first.evidence + said)
-        return Diagnosis(subject, phase, first, also + tuple(notes))
+        return Diagnosis(subject, phase, first, also + tuple(others) + tuple(notes))
     if said:
         return Diagnosis(subject, phase, Finding(
             "unknown", "the scheduler reports the pod unschedulable for a reason the doctor does not model "

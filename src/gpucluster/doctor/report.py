@@ -19,7 +19,8 @@ def _finding(f: Finding, first: bool) -> list[str]:
     out = _wrap("cause:" if first else "also:", f"[{f.cause}] {f.summary}")
     if f.fix:
         out += _wrap("fix:", f.fix)
-    out += [f"  {'':<8} - {e}" for e in f.evidence]
+    for i, e in enumerate(f.evidence):
+        out.append(f"  {'seen:' if i == 0 else '':<8} - {e}")
     return out
 
 
