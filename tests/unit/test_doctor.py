@@ -1,8 +1,8 @@
 """The doctor's reasoning on recorded objects: each cause found where it holds, and not where it does not.
 
-Objects have the shape the API server returns (the fields the doctor reads, taken from the local
-world's objects: tests/integration/test_doctor_live.py proves the same causes against the real
-scheduler, quota admission, Volcano and DRA allocation). Spec: tests/data/doctor.
+Objects are written in the shape the API server returns them, with only the fields the doctor reads
+(tests/integration/test_doctor_live.py proves the same causes on objects the real scheduler, quota
+admission, Volcano and DRA allocation wrote). Spec: tests/data/doctor.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The reconfiguration watchdog and the driver-upgrade check on recorded node objects.
 
-Node objects carry the labels in the order NVIDIA's agents write them (mig-parted v0.14.0
-reconfigure.go: pending, clients paused, rebooting, success; k8s-operator-libs consts.go: the upgrade
-states) and the managedFields the API server records for them; the live side is
+Node objects are written with the labels NVIDIA's agents set, in the order they set them (mig-parted
+v0.14.0 reconfigure.go: pending, clients paused, rebooting, success; k8s-operator-libs consts.go: the
+upgrade states), and managedFields as the API server records them; the live side is
 tests/integration/test_watchdog_live.py. Each path has its failing case next to its passing one.
 """
 
@@ -69,6 +69,12 @@ def test_failed_and_rebooting() -> None:
     assert r.verdict is Verdict.failed and "could not apply gpucluster-a100-mig" in r.reason
     r = one([mig("rebooting")], now=E0 + 900)[0]
     assert r.verdict is Verdict.failed and "rebooted" in r.reason
+
+
+def test_success_with_clients_left_paused_is_not_done() -> None:
+    r = one([mig("success", paused=True)], now=E0 + 900)[0]
+    assert r.verdict is Verdict.failed and "never given back" in r.reason
+    assert "nvidia.com/gpu.deploy.device-plugin=true" in r.reason
 
 
 def test_host_managed_mig_is_not_measured_here() -> None:

@@ -9,10 +9,10 @@ and gangs, :mod:`.pools` for what the spec can ever offer); :mod:`.fetch` alone 
 from __future__ import annotations
 
 from gpucluster import kube
-from gpucluster.doctor.diagnose import diagnose_pod
+from gpucluster.doctor.diagnose import candidates, diagnose_pod
 from gpucluster.doctor.fetch import is_gpu_pod, load_owners, pending, view
-from gpucluster.doctor.model import CAUSES, Diagnosis, Finding, View
-from gpucluster.doctor.pools import spec_pools
+from gpucluster.doctor.model import CAUSES, Diagnosis, Finding, Obj, View
+from gpucluster.doctor.pools import Pool, spec_pools
 from gpucluster.doctor.workloads import diagnose_workload, failed_creates
 from gpucluster.errors import InputError
 from gpucluster.spec.model import ClusterSpec
@@ -25,13 +25,19 @@ def _namespace(api: kube.Kube, ns: str) -> None:
         raise InputError(f"namespace {ns} does not exist (kubectl get namespaces)")
 
 
+def _placeable(obj: Obj, pools: list[Pool]) -> bool:
+    """A pod waiting for a node that some pool of the spec offers: the nodes must be read."""
+    return pending(obj) and bool(candidates(obj, pools)[1])
+
+
 def pod(api: kube.Kube, spec: ClusterSpec, ns: str, name: str) -> Diagnosis:
     """Diagnose pod ``ns/name``; a name with no pod but refused creations diagnoses that workload."""
     _namespace(api, ns)
     obj = api.get(kube.namespaced(ns, "pods", name))
-    v = view(api, spec, ns, [obj] if obj else [])
+    pools = spec_pools(spec)
+    v = view(api, spec, ns, [obj] if obj else [], nodes=obj is not None and _placeable(obj, pools))
     if obj is not None:
-        return diagnose_pod(obj, v)
+        return diagnose_pod(obj, v, pools)
     load_owners(api, v, ns, name)
     refused = failed_creates(v, ns, name)
     if not refused:
@@ -46,8 +52,8 @@ def pending_in(api: kube.Kube, spec: ClusterSpec, ns: str) -> list[Diagnosis]:
     _namespace(api, ns)
     pods = [p for p in api.items(kube.namespaced(ns, "pods")) if pending(p) and is_gpu_pod(p)
             and not p["metadata"].get("deletionTimestamp")]
-    v = view(api, spec, ns, pods)
     pools = spec_pools(spec)
+    v = view(api, spec, ns, pods, nodes=any(_placeable(p, pools) for p in pods))
     out = [diagnose_pod(p, v, pools) for p in sorted(pods, key=lambda p: p["metadata"]["name"])]
     refused = failed_creates(v, ns)
     for kind, wname in sorted(load_owners(api, v, ns)):

@@ -186,6 +186,13 @@ def _node_finding(cause: str, lines: list[str], pod: Obj, nodes: dict[str, Obj])
     return Finding(cause, summary, FIX[cause], tuple(shown))
 
 
+def candidates(pod: Obj, pools: list[Pool]) -> tuple[list[Pool], dict[str, Pool]]:
+    """The pools whose empty nodes could hold the pod, and the hosts of those its node selector accepts."""
+    requests, claims = extended_requests(pod), wants_claims(pod)
+    fitting = [p for p in pools if fits(p, requests) and (p.dra or not claims)]
+    return fitting, {h: p for p in fitting for h in selected(p, pod)}
+
+
 def _pick(findings: list[Finding]) -> tuple[Finding, tuple[Finding, ...]]:
     ordered = sorted(findings, key=lambda f: CAUSES.index(f.cause))
     return ordered[0], tuple(ordered[1:])
@@ -212,9 +219,7 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
         findings += [f for f in (volcano.gang_incomplete(group, view, owner),
                                  volcano.queue_capability(pod, group, view, requests)) if f]
     pools = spec_pools(view.spec) if pools is None else pools
-    claims = wants_claims(pod)
-    fitting = [p for p in pools if fits(p, requests) and (p.dra or not claims)]
-    hosts = {h: p for p in fitting for h in selected(p, pod)}
+    fitting, hosts = candidates(pod, pools)
     slots = 0
     others: list[Finding] = []  # node causes fewer nodes share: listed, never the blocking cause
     if not hosts:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 from gpucluster import kube
 from gpucluster.doctor.model import Obj, View
@@ -40,23 +41,34 @@ def pending(pod: Obj) -> bool:
     return pod.get("status", {}).get("phase") == "Pending" and not bound(pod)
 
 
-def view(api: kube.Kube, spec: ClusterSpec, ns: str, subjects: list[Obj]) -> View:
-    """Everything the rules read to diagnose ``subjects`` (pods of namespace ``ns``)."""
+def view(api: kube.Kube, spec: ClusterSpec, ns: str, subjects: list[Obj], *, nodes: bool = True) -> View:
+    """Everything the rules read to diagnose ``subjects`` (pods of namespace ``ns``).
+
+    ``nodes=False`` leaves out the node and pod LISTs (the largest) when no subject has a node the spec
+    could place it on. The LISTs run concurrently: the API server serializes one while we decode another.
+    """
     v = View(spec=spec, now=time.time())
-    v.nodes = api.items(kube.NODES)
-    v.pods = api.items(kube.PODS + UNFINISHED)
+    calls: dict[str, tuple[str, bool]] = {  # field -> (path, may be unserved)
+        "events": (kube.namespaced(ns, "events"), False),
+        "quotas": (kube.namespaced(ns, "resourcequotas"), False),
+        "priority_classes": (kube.PRIORITY_CLASSES, False),
+    }
+    gangs = any(group_of(p) for p in subjects)
+    if nodes:
+        calls["nodes"] = (kube.NODES, False)
+    if nodes or gangs:
+        calls["pods"] = (kube.PODS + UNFINISHED, False)
+    if gangs:
+        calls |= {"podgroups": (PODGROUPS, True), "queues": (kube.VOLCANO_QUEUES, True)}
+    if any(wants_claims(p) for p in subjects):
+        calls |= {"slices": (kube.RESOURCE_SLICES, True), "claims": (kube.RESOURCE_CLAIMS, True),
+                  "device_classes": (kube.DEVICE_CLASSES, True)}
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = {f: pool.submit(api.list if optional else api.items, path) for f, (path, optional) in calls.items()}
+        for field, future in futures.items():
+            setattr(v, field, future.result())
     known = {p["metadata"].get("uid") for p in v.pods}
     v.pods += [p for p in subjects if p["metadata"].get("uid") not in known]
-    v.events = api.items(kube.namespaced(ns, "events"))
-    v.quotas = api.items(kube.namespaced(ns, "resourcequotas"))
-    v.priority_classes = api.items(kube.PRIORITY_CLASSES)
-    if any(group_of(p) for p in subjects):
-        v.podgroups = api.list(PODGROUPS)
-        v.queues = api.list(kube.VOLCANO_QUEUES)
-    if any(wants_claims(p) for p in subjects):
-        v.slices = api.list(kube.RESOURCE_SLICES)
-        v.claims = api.list(kube.RESOURCE_CLAIMS)
-        v.device_classes = api.list(kube.DEVICE_CLASSES)
     return v
 
 

@@ -61,18 +61,24 @@ def spec_of(config: pytest.Config) -> Any:
 
 
 def cluster_results(config: pytest.Config) -> list:
-    """Every row `gpucluster verify` shows without --hosts: one snapshot (11 LISTs) plus DCGM metrics."""
+    """Every row `gpucluster verify` shows without --hosts: one snapshot (11 LISTs), DCGM metrics and the
+    reconfiguration watchdog's and driver upgrades' rows."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
         from gpucluster import inventory
-        from gpucluster.verify import cluster, snapshot
+        from gpucluster.verify import cluster, snapshot, upgrades, watchdog
 
         spec = spec_of(config)
         problem = ""
         try:
             kubeconfig = inventory.kubeconfig_for(spec, config.getoption("--gpucluster-kubeconfig"))
-            snap = snapshot.fetch(kubeconfig, config.getoption("--gpucluster-context"))
-            config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url")))
+            context = config.getoption("--gpucluster-context")
+            # as `gpucluster verify` with its default deadlines: changes in progress are followed first
+            followed = watchdog.live_rows(spec, kubeconfig, context, watchdog.DEFAULT_DEADLINE,
+                                          upgrades.DEFAULT_DEADLINE)
+            snap = snapshot.fetch(kubeconfig, context)
+            config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url"))) \
+                + followed
         except GpuclusterError as err:
             problem = str(err)
         if problem:

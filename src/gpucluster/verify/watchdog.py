@@ -124,6 +124,8 @@ def mig_rows(nodes: list[Obj], deadline: float, watch: Watch | None, now: float,
         elif change.in_progress and held >= deadline:
             why = (recovery_2833(change, ns) if change.wedge_signature else
                    recovery_rebooting(change, ns) if change.state == MIG_REBOOTING else
+                   f"the layout is applied but the GPU clients were never given back: kubectl label node {name} "
+                   f"{_paused_restore(change)} --overwrite" if change.state == MIG_SUCCESS else
                    f"the change has not finished within {int(deadline)} s: read the nvidia-mig-manager log on {name}")
             yield fail("mig-reconfig", subject, want, f"stuck: {change.describe()}{seen}", why)
         elif change.in_progress:
