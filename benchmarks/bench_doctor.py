@@ -8,7 +8,8 @@ validation, the LIST calls, the diagnosis — for three Pending pods that take d
   untolerated  fits hundreds of nodes but tolerates none of their taints (every candidate node examined)
   dra          claims an 80 GB device no published one matches (every ResourceSlice and claim read)
 and prints each time with its API calls and the cause found (target: <= 2 s each).
-Usage: python benchmarks/bench_doctor.py [--nodes 1000] [--pods 1000] [--repeat 3]
+Usage: python benchmarks/bench_doctor.py [--nodes 1000] [--pods 1000] [--repeat 3] [--world DIR [--keep]]
+(--world builds, or reuses, the world and spec in DIR; --keep leaves it running for the next run.)
 """
 
 from __future__ import annotations
@@ -77,8 +78,11 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--world", type=Path, default=None, help="Folder to build (or reuse) the world and spec in.")
+    ap.add_argument("--keep", action="store_true", help="Leave the world running (with --world).")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.world or Path(scratch)
         inv = write(args.nodes, Path(tmp) / "inv")
         spec = load_spec(inv)
         world = World(Path(tmp) / "world")
@@ -121,7 +125,8 @@ def main() -> int:
             load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
             print(f"load average while measuring: {' '.join(load)} on {os.cpu_count()} CPUs")
         finally:
-            world.down()
+            if not (args.world and args.keep):
+                world.down()
     return 0
 
 

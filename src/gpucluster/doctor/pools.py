@@ -31,8 +31,11 @@ class Pool:
 
 def spec_pools(spec: ClusterSpec) -> list[Pool]:
     """Every pool of the spec, plus one pseudo-pool per host outside any pool (named after the host)."""
-    states = expected.host_states(spec)
     by_host = spec.pools_by_host()
+    # Every host of a pool looks alike: expectations for one host per pool (and the pool-less hosts)
+    # cost a few dozen host computations on a 1,000-node spec instead of a thousand.
+    firsts = {p.hosts[0] for p in spec.node_pools} | {h.name for h in spec.hosts if h.name not in by_host}
+    states = expected.host_states(spec.model_copy(update={"hosts": [h for h in spec.hosts if h.name in firsts]}))
     out: list[Pool] = []
     for pool in spec.node_pools:
         state = states[pool.hosts[0]]
