@@ -7,6 +7,7 @@ prints, in seconds:
   agents (no API)   computing every node's labels, resources and devices in-process
   first sync        creating every node (+ its ResourceSlice) with labels, taints, capacity
   all Ready         from the start of the first sync until kwok reports every node Ready
+  MIG step sync     the MIG manager's second step on the MIG nodes (pending -> success)
   idle sync         a second sync with nothing changed (its write count must be 0)
   replicas change   sync after the time-slicing replicas change in the deployed ConfigMap
 
@@ -26,7 +27,8 @@ import yaml
 from gpucluster.kube import NODES, Kube, with_selector
 from gpucluster.local.world import World, missing_tools
 from gpucluster.render import gpu_operator
-from gpucluster.simulator.agents import node_agents
+from gpucluster.simulator import oracle
+from gpucluster.simulator.agents import NodeView, fleet
 from gpucluster.simulator.reconcile import SELECTOR, Simulator
 from gpucluster.spec import load_spec
 
@@ -73,18 +75,16 @@ def apply_configmaps(kube: Kube, spec) -> None:  # type: ignore[no-untyped-def]
             kube.patch(f"{path}/{obj['metadata']['name']}", {"data": obj["data"]})
 
 
-def compute_agents(sim: Simulator, spec) -> None:  # type: ignore[no-untyped-def]
-    """What a sync computes for every node, without any API call (the simulator's own cost)."""
-    data = {o["metadata"]["name"]: o["data"] for o in gpu_operator.objects(spec)}
-    for name, si in sim.silicon.items():
-        node_agents(
-            si,
-            sim.registration[name]["labels"],
-            {},
-            device_plugin_data=data[gpu_operator.DEVICE_PLUGIN_CONFIGMAP],
-            mig_data=data.get(gpu_operator.MIG_CONFIGMAP),
-            cluster=spec.metadata.name,
-        )
+def compute_agents(sim: Simulator) -> int:
+    """What a sync computes for every node, without writing (one read of the deployed objects, and
+    NVIDIA's code through one nvidia-oracle run for the distinct node shapes); the oracle's process
+    starts."""
+    view = sim.view()
+    nodes = [NodeView(si, sim.registration[name]["labels"], {}, sim.registration[name]["taints"], {})
+             for name, si in sim.silicon.items()]
+    before = oracle.shared().calls
+    fleet(view, nodes, oracle.shared())
+    return oracle.shared().calls - before
 
 
 def ready(kube: Kube) -> int:
@@ -127,8 +127,9 @@ def main() -> int:
         sim = Simulator(spec, kubeconfig, workers=args.workers)
         apply_configmaps(sim.kube, spec)
         t0 = time.monotonic()
-        compute_agents(sim, spec)
-        print(f"agents (no API)   {time.monotonic() - t0:7.2f} s  (desired state of every node, in-process)")
+        runs = compute_agents(sim)
+        print(f"agents (no API)   {time.monotonic() - t0:7.2f} s  (desired state of every node; "
+              f"{runs} nvidia-oracle run(s))")
         t1 = time.monotonic()
         first = sim.sync()
         t_first = time.monotonic() - t1
@@ -140,6 +141,9 @@ def main() -> int:
         while (n := ready(sim.kube)) < hosts and time.monotonic() < deadline:
             time.sleep(1.0)
         print(f"all Ready         {time.monotonic() - t1:7.1f} s  ({n}/{hosts} Ready)")
+        t_mig = time.monotonic()
+        mig = sim.sync()  # the MIG manager's second step (pending -> success) on the MIG nodes
+        print(f"MIG step sync     {time.monotonic() - t_mig:7.1f} s  ({mig.writes} writes)")
         t2 = time.monotonic()
         idle = sim.sync()
         print(f"idle sync         {time.monotonic() - t2:7.1f} s  ({idle.writes} writes)")

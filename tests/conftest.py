@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,42 @@ BASE_SPEC = {
     ],
     "tenants": [{"name": "team-a", "quota": {"gpus": 8}}],
 }
+
+
+#: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
+TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env"}
+#: Test folders that need the toolchain as a whole.
+TOOL_FOLDERS = ("integration", "molecule")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the toolchain ``toolchain``, so ``-m 'not toolchain'`` is the fast
+    tier that runs on a machine without it (and never skips for a missing tool)."""
+    for item in items:
+        folder = Path(str(item.fspath)).relative_to(REPO).parts[1:2]
+        if set(getattr(item, "fixturenames", ())) & TOOL_FIXTURES or (folder and folder[0] in TOOL_FOLDERS):
+            item.add_marker(pytest.mark.toolchain)
+
+
+def require_tool(name: str) -> Path:
+    """The built tool ``name``; skip (or fail with GPUCLUSTER_REQUIRE_TOOLS=1) when it is not built."""
+    from gpucluster.toolchain import locate
+
+    found = locate(name)
+    if found is None:
+        reason = f"toolchain not built ({name}): run `gpucluster tools install {name}`"
+        if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+@pytest.fixture(scope="session")
+def oracle():
+    """A client of the built nvidia-oracle (NVIDIA's GFD / device-plugin code over a mock NVML)."""
+    from gpucluster.simulator.oracle import Oracle
+
+    return Oracle(require_tool("nvidia-oracle"))
 
 
 @pytest.fixture

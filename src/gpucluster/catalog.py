@@ -21,10 +21,12 @@ class MigProfile:
     max: int
     memory_gib: int
     starts: tuple[int, ...]
+    nvml_mib: int = 0  # what NVML reports for one instance, when known
 
     @property
     def memory_mib(self) -> int:
-        return self.memory_gib * 1024
+        """One instance's memory as NVML reports it (the nominal GiB when no source gives it)."""
+        return self.nvml_mib or self.memory_gib * 1024
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ def _parse(key: str, raw: dict) -> GpuModel:
                 max=p["max"],
                 memory_gib=p["memoryGiB"],
                 starts=tuple(p["starts"]),
+                nvml_mib=int(p.get("memoryMiB", 0)),
             )
             for name, p in m["profiles"].items()
         }

@@ -9,7 +9,7 @@ what it publishes from upstream facts and code, so the two sides of a check neve
 
 from __future__ import annotations
 
-import uuid
+import re
 from dataclasses import dataclass
 
 from gpucluster import labels as L
@@ -19,22 +19,48 @@ from gpucluster.catalog import GpuModel
 SHARED_MODES = ("time-slicing", "mps")
 #: The DRA driver's name: ResourceSlices, DeviceClass selectors and attribute domains use it.
 DRA_DRIVER = "gpu.nvidia.com"
+#: DeviceClasses the DRA driver's chart creates itself when it serves GPUs (dra-driver 0.4.1,
+#: tests/upstream/facts/dra-driver.yaml chart-deviceclasses-gpus); ``gpu.nvidia.com`` also names
+#: ``nvidia.com/gpu`` as its extended resource (deviceclass-gpu-extended-resource-name).
+DRA_CHART_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
+
+
+def mig_resource(profile: str) -> str:
+    """The device plugin's resource for a MIG profile under the mixed strategy.
+
+    A ``+`` in a profile (``1g.10gb+me``) is not allowed in a resource name; the plugin writes it as
+    ``.`` (``nvidia.com/mig-1g.10gb.me``; tests/upstream/facts/device-plugin.yaml resource-mig-mixed).
+    """
+    return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
 @dataclass(frozen=True)
 class Device:
-    """One device a DRA ResourceSlice should publish."""
+    """One device a DRA ResourceSlice should publish.
+
+    A whole GPU has its exact name (``gpu-<minor>``). A MIG device's name carries ids the expectation
+    cannot know (NVML's GPU-instance profile id, the placement NVML chose), so ``name`` is its fixed
+    prefix ``gpu-<minor>-mig-<profile>`` and ``starts``/``slices`` say which placements are valid.
+    """
 
     name: str
     type: str  # "gpu" or "mig"
-    uuid: str
+    gpu: int
     product_name: str
-    architecture: str
-    compute_capability: str
     memory_bytes: int
-    pci_bus_id: str
     profile: str | None = None
-    parent_uuid: str | None = None
+    starts: tuple[int, ...] = ()
+    slices: int = 0
+
+
+#: A static-MIG device name of the DRA driver: gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>
+#: (dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/mig.go:113, fact mig-device-name-regex).
+MIG_DEVICE_NAME = re.compile(r"^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$")
+
+
+def mig_name_part(profile: str) -> str:
+    """The profile as it appears in a MIG device name: dots dropped, then RFC 1123 (1g.10gb+me -> 1g10gb-me)."""
+    return re.sub(r"[^a-z0-9.-]", "-", profile.replace(".", "").lower())
 
 
 def advertised_resources(
@@ -52,7 +78,7 @@ def advertised_resources(
         layout = mig or {}
         if mig_strategy == "single":
             return {"nvidia.com/gpu": count * sum(layout.values())}
-        return {f"nvidia.com/mig-{p}": count * c for p, c in sorted(layout.items()) if c}
+        return {mig_resource(p): count * c for p, c in sorted(layout.items()) if c}
     if mode in SHARED_MODES and replicas > 1:
         name = "nvidia.com/gpu.shared" if rename_by_default else "nvidia.com/gpu"
         return {name: count * replicas}
@@ -94,6 +120,9 @@ def gfd_labels(
             memory = model.mig.profiles[profile].memory_mib
             labels[L.GPU_COUNT] = str(count * per_gpu)
         else:
+            # No full GPU is left to advertise under nvidia.com/gpu: GFD labels its replicas 0
+            # (k8s-device-plugin v0.19.0 internal/lm/resource.go, fact gfd-label-replicas-sharing-disabled).
+            labels[L.GPU_REPLICAS] = "0"
             for profile, per_gpu in sorted(layout.items()):
                 labels[L.mig_count(profile)] = str(count * per_gpu)
                 labels[L.mig_memory(profile)] = str(model.mig.profiles[profile].memory_mib)
@@ -104,33 +133,18 @@ def gfd_labels(
     return labels
 
 
-def device_uuid(cluster: str, host: str, index: int, mig: str = "") -> str:
-    """A stable UUID per (cluster, host, GPU index[, MIG slot]), formatted as NVML does."""
-    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"gpucluster://{cluster}/{host}/{index}/{mig}")
-    return f"{'MIG' if mig else 'GPU'}-{raw}"
-
-
-def dra_devices(
-    cluster: str, host: str, model: GpuModel, count: int, mig: dict[str, int] | None = None
-) -> list[Device]:
-    """The devices the DRA driver publishes for one node: whole GPUs, or the MIG devices on them."""
-    devices = []
+def dra_devices(model: GpuModel, count: int, mig: dict[str, int] | None = None) -> list[Device]:
+    """The devices the DRA driver publishes for one node: whole GPUs, or (static MIG) only the MIG
+    devices on them (fact mig-static-parent-not-published)."""
+    out: list[Device] = []
     for i in range(count):
-        gpu_uuid = device_uuid(cluster, host, i)
-        bus = f"0000:{0x18 + 0x10 * i:02x}:00.0"
-        common = dict(product_name=model.product_name, architecture=model.architecture,
-                      compute_capability=model.compute_capability, pci_bus_id=bus)
         if mig and model.mig:
-            slot = 0
             for profile, n in sorted(mig.items()):
                 p = model.mig.profiles[profile]
-                for _ in range(n):
-                    devices.append(Device(
-                        name=f"gpu-{i}-mig-{profile.replace('.', '-').replace('+', '-')}-{slot}", type="mig",
-                        uuid=device_uuid(cluster, host, i, str(slot)), memory_bytes=p.memory_mib * 2**20,
-                        profile=profile, parent_uuid=gpu_uuid, **common))
-                    slot += 1
+                out.extend(Device(name=f"gpu-{i}-mig-{mig_name_part(profile)}", type="mig", gpu=i,
+                                  product_name=model.product_name, memory_bytes=p.memory_mib * 2**20,
+                                  profile=profile, starts=p.starts, slices=p.memory) for _ in range(n))
         else:
-            devices.append(Device(name=f"gpu-{i}", type="gpu", uuid=gpu_uuid,
-                                  memory_bytes=model.memory_bytes, **common))
-    return devices
+            out.append(Device(name=f"gpu-{i}", type="gpu", gpu=i, product_name=model.product_name,
+                              memory_bytes=model.memory_bytes))
+    return out

@@ -15,7 +15,7 @@ from gpucluster import labels as L
 from gpucluster.devices import Device
 from gpucluster.render.nodes import management_labels
 from gpucluster.spec.capacity import sharing_args
-from gpucluster.spec.model import ClusterSpec, NodePool
+from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
 
 
 @dataclass
@@ -86,5 +86,54 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
         state.labels.update(management)
         state.resources.update(resources)
         if pool.uses_dra:
-            state.devices = devices.dra_devices(spec.metadata.name, host.name, model, pool.gpu.count, args["mig"])
+            state.devices = devices.dra_devices(model, pool.gpu.count, args["mig"])
+    return out
+
+
+#: The DaemonSets the charts create (name -> what selects the nodes), from the facts of each release:
+#: gpu-operator v26.3.0 assets/state-*/0*_daemonset.yaml (fact daemonsets), dra-driver-nvidia-gpu
+#: 0.4.1 templates/kubeletplugin.yaml:20 with the chart's name, network-operator 26.4.1
+#: manifests/state-rdma-shared-device-plugin/0060_rdma-shared-dev-plugin-ds.yaml:17.
+DRA_KUBELET_PLUGIN = "dra-driver-nvidia-gpu-kubelet-plugin"
+RDMA_DEVICE_PLUGIN = "rdma-shared-dp-ds"
+
+
+def _mig_manager_runs(pool: NodePool) -> bool:
+    """The operator's MIG manager lands on MIG-capable GPUs, unless the host layer owns MIG there."""
+    assert pool.gpu
+    host_managed = pool.sharing.mig is not None and pool.sharing.mig.managed_by == "host"
+    return catalog.get(pool.gpu.model).mig_capable and not host_managed
+
+
+def daemonsets(spec: ClusterSpec) -> dict[tuple[str, str], list[str]]:
+    """(namespace, DaemonSet) -> the hosts it must run on, for every operand the spec enables."""
+    out: dict[tuple[str, str], list[str]] = {}
+    pools = spec.pools_by_host()
+    gpu_hosts = [h.name for h in spec.hosts if (p := pools.get(h.name)) is not None and p.gpu]
+    g = spec.gpu_operator
+    if g.enabled and gpu_hosts:
+        ns = g.namespace
+
+        def add(name: str, hosts: list[str]) -> None:
+            if hosts:
+                out[(ns, name)] = hosts
+
+        add("gpu-feature-discovery", gpu_hosts)
+        add("nvidia-operator-validator", gpu_hosts)
+        if g.driver.managed_by == "operator":
+            add("nvidia-driver-daemonset", gpu_hosts)
+        if g.toolkit:
+            add("nvidia-container-toolkit-daemonset", gpu_hosts)
+        if g.dcgm_exporter.enabled:
+            add("nvidia-dcgm-exporter", gpu_hosts)
+        add("nvidia-device-plugin-daemonset", [h for h in gpu_hosts if pools[h].uses_device_plugin])
+        if any(p.sharing.mode is SharingMode.mig for p in spec.gpu_pools):
+            add("nvidia-mig-manager", [h for h in gpu_hosts if _mig_manager_runs(pools[h])])
+    dra = [h for h in gpu_hosts if pools[h].uses_dra]
+    if spec.dra.enabled and dra:
+        out[(spec.dra.namespace, DRA_KUBELET_PLUGIN)] = dra
+    net = spec.networking.network_operator
+    rdma = [h.name for h in spec.hosts if (p := pools.get(h.name)) is not None and p.rdma]
+    if net.enabled and rdma:
+        out[(net.namespace, RDMA_DEVICE_PLUGIN)] = rdma
     return out

@@ -147,8 +147,12 @@ def _state_of(spec: Any, state_dir: Path | None, world_dir: Path | None, kubecon
 
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
-           verify: bool = True, reset: bool = False, context: str | None = None) -> Report:
+           verify: bool = True, reset: bool = False, context: str | None = None,
+           partial: bool = False) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
+
+    ``partial``: rows the closing verification cannot measure do not fail the run (they are still
+    listed). The local world is always a partial run: it cannot install charts.
 
     The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
     stops at once naming the first instead of racing it.
@@ -161,12 +165,12 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
         return _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
-                   kubeconfig=kubeconfig, verify=verify, reset=reset, context=context)
+                   kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial)
 
 
 def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
-        context: str | None = None) -> Report:
+        context: str | None = None, partial: bool = False) -> Report:
     world = None
     if inventories.is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
@@ -180,31 +184,40 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
                                 "plane, the Pulumi engine and the provider are real")
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context)
     if verify and not dry_run:
+        from gpucluster.verify.report import summary_line
+
+        partial = partial or world is not None
         with run.phase("verify") as say:
-            report.verify = verify_cluster(spec, kubeconfig, context=context)
+            report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=world is None)
             c = report.verify["summary"]
-            say(f"{c['pass']} checks passed, {c['fail']} failed, {c['skip']} skipped")
+            report.verify["partial"] = partial
+            why = ("the local world installs no charts" if world is not None else "--partial")
+            say(summary_line(c) + (f" (a partial run: {why}; not-measured rows are listed, not failed)"
+                                   if partial and c["not-measured"] else ""))
             if c["fail"]:
                 run.problem = f"{c['fail']} check(s) failed"
+            elif c["not-measured"] and not partial:
+                run.problem = f"{c['not-measured']} check(s) not measured"
     return report
 
 
 def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0,
-                   context: str | None = None) -> dict[str, Any]:
+                   context: str | None = None, charts_reachable: bool = True) -> dict[str, Any]:
     """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
 
     Simulated or real node agents act on what the stacks just applied a little later, so a failing
     check is looked at again every 2 s for up to ``settle_s`` before it counts. Returns the counts
-    and every failed or skipped row.
+    and every failed or not-measured row.
     """
     from gpucluster import expected
-    from gpucluster.verify import cluster, report, snapshot
+    from gpucluster.verify import cluster, report
     from gpucluster.verify.model import Verdict
 
     states = expected.host_states(spec)
     deadline = time.monotonic() + settle_s
     while True:
-        results = cluster.run(spec, snapshot.fetch(str(kubeconfig) if kubeconfig else None, context), states)
+        snap = cluster.fetch(spec, str(kubeconfig) if kubeconfig else None, context)
+        results = cluster.run(spec, snap, states, charts_reachable=charts_reachable)
         failed = any(r.verdict is Verdict.failed for r in results)
         if not failed or time.monotonic() >= deadline:
             break

@@ -41,6 +41,9 @@ RESOURCE_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 VOLCANO_QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 PROMETHEUS_RULES = "/apis/monitoring.coreos.com/v1/prometheusrules"
 NIC_CLUSTER_POLICIES = "/apis/mellanox.com/v1alpha1/nicclusterpolicies"
+ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+ADMISSION_POLICY_BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
 def namespaced(namespace: str, plural: str, name: str = "", *, group: str = "", version: str = "v1") -> str:

@@ -17,6 +17,10 @@ DRA = "gpucluster.dev/dra"
 TENANT = "gpucluster.dev/tenant"
 #: ResourceQuota annotation: the GPUs the tenant's Volcano queue may hold.
 QUEUE_CAPABILITY = "gpucluster.dev/queue-capability-gpus"
+#: Tenant Namespace annotations the tenant admission policies read: the DeviceClasses and the
+#: PriorityClasses the tenant may use, comma-separated (tenants cannot edit their Namespace).
+ALLOWED_DEVICE_CLASSES = "gpucluster.dev/allowed-device-classes"
+ALLOWED_PRIORITY_CLASSES = "gpucluster.dev/allowed-priority-classes"
 #: DeviceClass annotation: the spec's description of the class.
 DESCRIPTION = "gpucluster.dev/description"
 #: Annotation on the local world's structural stand-in CRDs (operators whose Go API is not served).
@@ -32,6 +36,14 @@ FAULT_UNHEALTHY_GPUS = "gpucluster.dev/simulate-unhealthy-gpus"  # GPU indices, 
 FAULT_MISSING_DEVICES = "gpucluster.dev/simulate-missing-devices"  # DRA device names, "gpu-2,gpu-5"
 FAULT_PRODUCT = "gpucluster.dev/simulate-product"  # the value GFD's product label shows
 FAULT_NOT_READY = "gpucluster.dev/simulate-not-ready"  # "true": kwok keeps the node NotReady
+#: MIG manager faults (value "true"): the change never gets past ``pending`` with the operands paused
+#: (gpu-operator issue 2833), the apply fails (``failed``, operands left paused), or the mode change
+#: needs a reboot (``rebooting`` for one sync, as with the manager's WITH_REBOOT).
+FAULT_MIG_WEDGE = "gpucluster.dev/simulate-mig-wedge"
+FAULT_MIG_FAIL = "gpucluster.dev/simulate-mig-fail"
+FAULT_MIG_REBOOT = "gpucluster.dev/simulate-mig-reboot"
+#: Node annotation: the MIG state of the simulated GPUs (JSON; the silicon's memory between syncs).
+SIMULATED_MIG = "gpucluster.dev/simulated-mig"
 #: Node annotation read by the simulated DCGM exporter: JSON knobs per GPU ("0") or MIG instance
 #: ("0/3" = GPU 0, GPU instance 3), e.g. {"0": {"xid": 79, "gr_engine_active": 0.02}}.
 SIMULATE_DCGM = "gpucluster.dev/simulate-dcgm"
@@ -61,6 +73,13 @@ MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 DEPLOY_MIG_MANAGER = "nvidia.com/gpu.deploy.mig-manager"
+DEPLOY_GFD = "nvidia.com/gpu.deploy.gpu-feature-discovery"
+DEPLOY_DCGM_EXPORTER = "nvidia.com/gpu.deploy.dcgm-exporter"
+#: The value the MIG manager gives the deploy labels of GPU clients while it reconfigures
+#: (mig-parted ``pkg/mig/reconfigure/reconfigure.go:563``); ``"true"`` again when it is done.
+DEPLOY_PAUSED = "paused-for-mig-change"
+#: Node label ``"true"`` set by NFD on nodes with an NVIDIA PCI device (the GPU Operator reads it).
+NFD_NVIDIA_PCI = "feature.node.kubernetes.io/pci-10de.present"
 
 # -- NVIDIA: published by GPU Feature Discovery ----------------------------------------------------
 GPU_PRESENT = "nvidia.com/gpu.present"
@@ -102,12 +121,26 @@ MELLANOX_NIC = "feature.node.kubernetes.io/pci-15b3.present"
 MOFED_WAIT = "network.nvidia.com/operator.mofed.wait"
 #: Node labels published by NFD and the network operator (the GPU simulator stands in for both).
 NIC_AGENT_LABELS = (MELLANOX_NIC, MOFED_WAIT)
+#: Node labels NFD and the GPU Operator put on GPU nodes (the GPU simulator stands in for both).
+GPU_OPERATOR_LABELS = (NFD_NVIDIA_PCI,)
 
 
 def is_agent_label(key: str) -> bool:
     """Labels NVIDIA's node agents, NFD's NIC rule or the network operator own (never set by us or users)."""
-    return is_gfd_label(key) or key in NIC_AGENT_LABELS
+    return is_gfd_label(key) or key in NIC_AGENT_LABELS or key in GPU_OPERATOR_LABELS
 
+# -- Volcano ------------------------------------------------------------------------------------
+#: Pod and Namespace annotation: the Volcano queue a pod's PodGroup goes to (volcano-sh/apis v1.14.0
+#: pkg/apis/scheduling/v1beta1/labels.go:48); on a Namespace, Volcano's PodGroup webhook uses it for
+#: PodGroups that name the default queue.
+VOLCANO_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+#: Pod annotation: the PodGroup a pod belongs to (labels.go:32); vc-controller sets it on a Job's pods.
+VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+
+# -- DRA ------------------------------------------------------------------------------------------
+#: Namespace label ``"true"`` that lets claims there ask for admin access to devices (k8s.io/api
+#: v0.36.3 resource/v1/types.go:967). gpucluster never sets it on a tenant namespace.
+DRA_ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
 
 # -- Multus ---------------------------------------------------------------------------------------
 #: NetworkAttachmentDefinition annotation: the device-plugin resource pods of this network request.

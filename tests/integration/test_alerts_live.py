@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Cluster, wait_for
+from cluster_helpers import Cluster, wait_for
 
 from gpucluster import labels as L
 from gpucluster import procs

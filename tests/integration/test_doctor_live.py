@@ -308,17 +308,23 @@ def test_node_advertising_no_gpus_during_a_mig_change(world: Cluster, capsys: py
     wait_for("mig-ok bound", lambda: bound(world, "plain", "mig-ok"))
     rc, ok = diagnose(world, "plain/mig-ok", capsys)
     assert rc == 0 and ok["cause"] == "running", ok
+    world.kubectl("delete", "pod", "-n", "plain", "mig-ok")
     world.kubectl("annotate", "node", "a100-1", f"{WEDGE}=true", "--overwrite")
+    try:  # a layout change that wedges (gpu-operator issue 2833): pending, clients paused, 0 GPUs advertised
+        world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=all-disabled", "--overwrite")
 
-    def wedged() -> bool:
-        labels = world.get("node", "a100-1")["metadata"]["labels"]
-        alloc = world.get("node", "a100-1")["status"]["allocatable"]
-        return labels.get("nvidia.com/mig.config.state") == "pending" and \
-            int(alloc.get("nvidia.com/mig-1g.10gb", "0")) == 0
-    wait_for("a100-1 wedged in its MIG change", wedged, timeout=60)
-    world.apply(pod("mig-wait", "plain", gpus=1, resource="nvidia.com/mig-1g.10gb"))
-    scheduled_or_refused(world, "plain", "mig-wait")
-    rc, d = diagnose(world, "plain/mig-wait", capsys)
-    assert rc == 1 and d["cause"] == "mig-change-in-progress", d
-    assert any("a100-1" in e and "pending" in e for e in d["evidence"]), d
-    assert "mig-reconfig" in d["fix"], d
+        def wedged() -> bool:
+            node = world.get("node", "a100-1")
+            return node["metadata"]["labels"].get("nvidia.com/mig.config.state") == "pending" and \
+                int(node["status"]["allocatable"].get("nvidia.com/mig-1g.10gb", "0")) == 0
+        wait_for("a100-1 wedged in its MIG change", wedged, timeout=60)
+        world.apply(pod("mig-wait", "plain", gpus=1, resource="nvidia.com/mig-1g.10gb"))
+        scheduled_or_refused(world, "plain", "mig-wait")
+        rc, d = diagnose(world, "plain/mig-wait", capsys)
+        assert rc == 1 and d["cause"] == "mig-change-in-progress", d
+        assert any(e.startswith("a100-1:") and "state=pending" in e and "paused-for-mig-change" in e
+                   for e in d["evidence"]), d
+        assert "mig-reconfig" in d["fix"], d
+    finally:
+        world.kubectl("annotate", "node", "a100-1", f"{WEDGE}-")
+        world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=gpucluster-a100-mig", "--overwrite")

@@ -29,6 +29,7 @@ from gpucluster.simulator import Simulator, attach
 from gpucluster.simulator.objects import slice_name
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.verify.cluster import device_problems
 
 pytestmark = pytest.mark.integration
 LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"
@@ -117,12 +118,15 @@ def test_dra_nodes_publish_resource_slices(lw: Cluster, spec: ClusterSpec, sim: 
         assert rslice["metadata"]["name"] == slice_name(host)
         assert rslice["spec"]["driver"] == DRA_DRIVER and rslice["spec"]["pool"]["name"] == host
         devices = rslice["spec"]["devices"]
-        assert [d["name"] for d in devices] == [d.name for d in states[host].devices]
-        assert [d["attributes"]["uuid"]["string"] for d in devices] == [d.uuid for d in states[host].devices]
-        memory = [int(parse_quantity(d["capacity"]["memory"]["value"])) for d in devices]
-        assert memory == [d.memory_bytes for d in states[host].devices]
+        # verify's own comparison (names or profile/placement, attributes, memory) finds nothing
+        assert device_problems(states[host].devices, devices) == [], host
+        assert len({d["attributes"]["uuid"]["string"] for d in devices}) == len(devices)
+        memory = sorted(int(parse_quantity(d["capacity"]["memory"]["value"])) for d in devices)
+        assert memory == sorted(d.memory_bytes for d in states[host].devices)
         model = catalog.get(states[host].gpu_model)
         assert devices[0]["attributes"]["cudaComputeCapability"] == {"version": f"{model.compute_capability}.0"}
+        assert {a["string"] for d in devices for k, a in d["attributes"].items() if k == "architecture"} == {
+            model.architecture}
         assert devices[0]["attributes"]["productName"] == {"string": model.product_name}
 
 
@@ -152,13 +156,16 @@ def test_replicas_change_in_the_configmap_changes_allocatable(
     assert lw.get("node", "l4-2")["status"]["allocatable"]["nvidia.com/gpu"] == "16"
 
 
-def test_a_node_label_pointing_at_a_missing_key_falls_back_to_default(lw: Cluster, sim: Simulator) -> None:
+def test_a_node_label_pointing_at_a_missing_key_stops_the_agents(lw: Cluster, sim: Simulator) -> None:
+    # The config manager errors out (no fallback): the plugin's pod is gone, the kubelet keeps the
+    # resource in capacity with nothing allocatable (k8s-device-plugin cmd/config-manager/main.go:352).
     lw.kubectl("label", "node", "l4-2", "--overwrite", f"{L.DEVICE_PLUGIN_CONFIG}=no-such-key")
     try:
         sim.sync()
         node = lw.get("node", "l4-2")
-        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
-        assert "using 'default'" in node["metadata"]["annotations"]["gpucluster.dev/simulator-derived"]
+        assert node["status"]["capacity"]["nvidia.com/gpu"] == "16"
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "0"
+        assert "specified config no-such-key does not exist" in node["metadata"]["annotations"][L.SIMULATOR_DERIVED]
     finally:
         lw.kubectl("label", "node", "l4-2", "--overwrite", f"{L.DEVICE_PLUGIN_CONFIG}=l4-infer")
         sim.sync()
@@ -166,6 +173,38 @@ def test_a_node_label_pointing_at_a_missing_key_falls_back_to_default(lw: Cluste
 
 
 # -- faults -------------------------------------------------------------------------------------
+
+
+def test_a_wedged_mig_change_then_its_recovery(lw: Cluster, spec: ClusterSpec, sim: Simulator) -> None:
+    # gpu-operator issue 2833: the manager waits for GPU client pods that never go away, leaving
+    # state pending, the clients' deploy labels paused and the node advertising 0 of its MIG devices.
+    def node() -> dict:
+        return lw.get("node", "a100-1")
+
+    mig = "nvidia.com/mig-1g.10gb"
+    assert node()["status"]["allocatable"][mig] == "56"
+    sim.inject("a100-1", "mig-wedge")
+    lw.kubectl("label", "node", "a100-1", "--overwrite", f"{L.MIG_CONFIG}=all-disabled")
+    try:
+        sim.sync()
+        sim.sync()
+        labels = node()["metadata"]["labels"]
+        assert labels[L.MIG_CONFIG_STATE] == "pending"
+        assert labels[L.DEPLOY_DEVICE_PLUGIN] == labels[L.DEPLOY_GFD] == L.DEPLOY_PAUSED
+        assert (node()["status"]["capacity"][mig], node()["status"]["allocatable"][mig]) == ("56", "0")
+        sim.clear("a100-1", "mig-wedge")  # the pods finally go: the change completes
+        sim.sync()
+        labels = node()["metadata"]["labels"]
+        assert labels[L.MIG_CONFIG_STATE] == "success" and labels[L.DEPLOY_DEVICE_PLUGIN] == "true"
+        status = node()["status"]
+        assert status["allocatable"].get("nvidia.com/gpu") == "8" and mig not in status["capacity"]
+    finally:
+        sim.clear("a100-1", "mig-wedge")
+        pool = next(p for p in spec.node_pools if p.name == "a100-mig")
+        lw.kubectl("label", "node", "a100-1", "--overwrite", f"{L.MIG_CONFIG}={gpu_operator.mig_config_name(pool)}")
+        sim.settle()
+    assert node()["status"]["allocatable"][mig] == "56"
+
 
 
 def test_unhealthy_gpu(lw: Cluster, sim: Simulator) -> None:

@@ -72,7 +72,8 @@ def _get(kc: Kube, obj: dict):
               "ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules",
               "ResourceQuota": "resourcequotas", "LimitRange": "limitranges", "Queue": "queues",
               "RoleBinding": "rolebindings", "Role": "roles", "ConfigMap": "configmaps",
-              "Namespace": "namespaces"}[obj["kind"]]
+              "Namespace": "namespaces", "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+              "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}[obj["kind"]]
     ns = obj["metadata"].get("namespace")
     path = f"{base}/namespaces/{ns}/{plural}/{obj['metadata']['name']}" if ns else \
         f"{base}/{plural}/{obj['metadata']['name']}"

@@ -37,16 +37,19 @@ def served_kinds(lw: Cluster) -> set[tuple[str, str]]:
     return kinds
 
 
-def apply_rendered(lw: Cluster, objs: list[dict]) -> list[str]:
-    """Server-side apply every object whose kind the API serves; return the ones left out."""
+def apply_rendered(lw: Cluster, objs: list[dict], *, force: bool = False) -> list[str]:
+    """Server-side apply every object whose kind the API serves; return the ones left out.
+
+    ``force`` takes back fields another manager (a fault's ``kubectl patch``) changed.
+    """
     kinds = served_kinds(lw)
     ok, left_out = [], []
     for o in objs:
         group = o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else ""
         (ok if (group, o["kind"]) in kinds else left_out).append(o)
     ns_first = sorted(ok, key=lambda o: o["kind"] != "Namespace")
-    lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
-            stdin=yaml.safe_dump_all(ns_first))
+    lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", *(["--force-conflicts"] if force else []),
+               "-f", "-", stdin=yaml.safe_dump_all(ns_first))
     return [f"{o['kind']}/{o['metadata']['name']}" for o in left_out]
 
 
@@ -75,11 +78,13 @@ def deployed(lw: Cluster) -> Iterator[tuple[Cluster, Simulator, list[str]]]:
     sim.close()
 
 
-def verify(lw: Cluster, tmp_path: Path, capsys) -> tuple[int, dict]:
+def verify(lw: Cluster, tmp_path: Path, capsys, *, partial: bool = True) -> tuple[int, dict]:
+    """`gpucluster verify` on the local world: a partial run (its charts are never installed, so what
+    they would run is not measured) unless ``partial`` is False."""
     report = tmp_path / "verify.json"
     junit = tmp_path / "verify.xml"
     code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--json", str(report),
-                       "--junit", str(junit)])
+                       "--junit", str(junit), *(["--partial"] if partial else [])])
     out = capsys.readouterr()
     assert report.exists(), f"verify exited {code} without a report:\n{out.err}\n{out.out[-3000:]}"
     data = json.loads(report.read_text())
@@ -96,13 +101,27 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set(), data["results"]
     assert code == 0
-    assert data["listCalls"] == 11
+    assert data["listCalls"] == 14
+    assert data["accessReviews"] > 100  # every group the spec binds, every grant and protected write
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
-            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security"} <= passed
+            "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-security", "tenant-admission",
+            "tenant-rbac"} <= passed
+    unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
+    # The local world installs no chart: the operators' DaemonSets and releases are not measured
+    # (never passed); no node-problem-detector reports GPU conditions; this world has no Volcano
+    # CRDs; no DCGM endpoint is given.
+    assert unmeasured == {"daemonsets-ready", "charts-installed", "gpu-health", "tenant-queue", "gpu-xid"}
     for r in data["results"]:
-        if r["verdict"] == "skip":
+        if r["verdict"] == "not-measured":
             assert r["reason"], r
+
+
+def test_without_partial_unmeasured_rows_fail_the_run(deployed, tmp_path, capsys):
+    lw, _sim, _left_out = deployed
+    code, data = verify(lw, tmp_path, capsys, partial=False)
+    assert failed(data) == set() and data["summary"]["not-measured"] > 0
+    assert code == 1
 
 
 def _cm_replicas(lw: Cluster, replicas: int) -> None:
@@ -122,8 +141,36 @@ def _device_class_expr(lw: Cluster, old: str, new: str) -> None:
     lw.kubectl("patch", "deviceclass", "gpu-80gb", "--type=merge", "-p", json.dumps({"spec": dc["spec"]}))
 
 
+def _rendered(kind: str, ns: str | None = None) -> list[dict]:
+    return [o for o in render(load_spec(LOCAL)).objects() if o["kind"] == kind
+            and (ns is None or o["metadata"].get("namespace") == ns)]
+
+
+def _patch(lw: Cluster, *target: str, body: dict) -> None:
+    lw.kubectl("patch", *target, "--type=merge", "-p", json.dumps(body))
+
+
+ALLOW_ALL = {"spec": {"ingress": [{}], "egress": [{}]}}
+EXTRA_POLICY = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": "open", "namespace": "inference"},
+                "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]}}
+CLUSTER_ADMIN = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": "inference-is-admin"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "inference"}]}
+ALLOWED_CLASSES = "gpucluster.dev/allowed-device-classes"
+
 # fault id: (inject(lw, sim), undo(lw, sim), failures expected and nothing else)
 FAULTS = {
+    "unknown-node": (
+        lambda lw, sim: lw.kubectl("create", "-f", "-", stdin=yaml.safe_dump(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "stray-1"}})),
+        lambda lw, sim: lw.kubectl("delete", "node", "stray-1", "--wait=true"),
+        {("node-known", "stray-1")}),
+    "extra-managed-taint": (
+        lambda lw, sim: lw.kubectl("taint", "node", "l4-1", "nvidia.com/gpu=maintenance:NoExecute"),
+        lambda lw, sim: lw.kubectl("taint", "node", "l4-1", "nvidia.com/gpu:NoExecute-"),
+        {("node-taints", "l4-1")}),
     "allocatable-lowered": (
         lambda lw, sim: (sim.inject("l4-1", "unhealthy-gpus", "0"), sim.sync()),
         lambda lw, sim: (sim.clear("l4-1"), sim.sync()),
@@ -149,6 +196,45 @@ FAULTS = {
         lambda lw, sim: apply_rendered(lw, [o for o in render(load_spec(LOCAL)).objects()
                                              if o["kind"] == "ResourceQuota"]),
         {("tenant-quota", "tenants/inference")}),
+    "quota-raised": (
+        lambda lw, sim: _patch(lw, "resourcequota", "-n", "inference", "gpucluster-quota",
+                               body={"spec": {"hard": {"requests.nvidia.com/gpu": "99"}}}),
+        lambda lw, sim: apply_rendered(lw, _rendered("ResourceQuota", "inference"), force=True),
+        {("tenant-quota", "tenants/inference")}),
+    "limitrange-deleted": (
+        lambda lw, sim: lw.kubectl("delete", "limitrange", "-n", "inference", "gpucluster-defaults"),
+        lambda lw, sim: apply_rendered(lw, _rendered("LimitRange", "inference")),
+        {("tenant-limitrange", "tenants/inference")}),
+    "networkpolicy-allow-all": (
+        lambda lw, sim: _patch(lw, "networkpolicy", "-n", "inference", "gpucluster-isolate", body=ALLOW_ALL),
+        lambda lw, sim: apply_rendered(lw, _rendered("NetworkPolicy", "inference"), force=True),
+        {("tenant-security", "tenants/inference")}),
+    "extra-allow-all-networkpolicy": (
+        lambda lw, sim: apply_rendered(lw, [EXTRA_POLICY]),
+        lambda lw, sim: lw.kubectl("delete", "networkpolicy", "-n", "inference", "open"),
+        {("tenant-security", "tenants/inference")}),
+    "pod-security-lowered": (
+        lambda lw, sim: lw.kubectl("label", "--overwrite", "namespace", "inference",
+                                   "pod-security.kubernetes.io/enforce=privileged"),
+        lambda lw, sim: lw.kubectl("label", "--overwrite", "namespace", "inference",
+                                   "pod-security.kubernetes.io/enforce=restricted"),
+        {("tenant-security", "tenants/inference")}),
+    "admission-binding-warns-only": (
+        lambda lw, sim: _patch(lw, "validatingadmissionpolicybinding", "gpucluster-tenant-resourceclaims",
+                               body={"spec": {"validationActions": ["Warn"]}}),
+        # validationActions is a set-list: an apply would merge Deny into [Warn]; a merge patch replaces it
+        lambda lw, sim: _patch(lw, "validatingadmissionpolicybinding", "gpucluster-tenant-resourceclaims",
+                               body={"spec": {"validationActions": ["Deny"]}}),
+        {("tenant-admission", "validatingadmissionpolicy/gpucluster-tenant-resourceclaims")}),
+    "namespace-allowances-widened": (
+        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference",
+                                   f"{ALLOWED_CLASSES}=gpu.nvidia.com"),
+        lambda lw, sim: lw.kubectl("annotate", "--overwrite", "namespace", "inference", f"{ALLOWED_CLASSES}="),
+        {("tenant-admission", "tenants/inference")}),
+    "tenant-bound-to-cluster-admin": (
+        lambda lw, sim: apply_rendered(lw, [CLUSTER_ADMIN]),
+        lambda lw, sim: lw.kubectl("delete", "clusterrolebinding", "inference-is-admin"),
+        {("tenant-rbac", "tenants/inference")}),
     "class-matches-nothing": (
         lambda lw, sim: _device_class_expr(lw, "quantity('80G')", "quantity('1000Gi')"),
         lambda lw, sim: _device_class_expr(lw, "quantity('1000Gi')", "quantity('80G')"),
@@ -172,6 +258,36 @@ def test_fault_fails_exactly_its_check(deployed, tmp_path, capsys, fault):
         undo(lw, sim)
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set() and code == 0, f"undoing {fault} did not restore a passing cluster"
+
+
+#: Deliberate errors on the expectation side (gpucluster.devices, gpucluster.catalog), each with the
+#: checks it must fail. The simulator is synced after the error is planted: had it shared that code,
+#: it would publish the same wrong value and verify would still pass.
+EXPECTATION_ERRORS = {
+    "replicas-off-by-one": (
+        "advertised_resources",
+        lambda real: lambda *a, **kw: {k: v + (1 if kw.get("replicas", 1) > 1 else 0)
+                                       for k, v in real(*a, **kw).items()},
+        {(c, n) for c in ("node-capacity", "node-allocatable") for n in ("l4-1", "l4-2")}),
+    "mig-memory-nominal": (
+        "gfd_labels",
+        lambda real: lambda *a, **kw: {k: ("10240" if k == "nvidia.com/mig-1g.10gb.memory" else v)
+                                       for k, v in real(*a, **kw).items()},
+        {("node-labels", "a100-1"), ("node-labels", "a100-2")}),  # both MIG pools hold 1g.10gb devices
+}
+
+
+@pytest.mark.parametrize("error", EXPECTATION_ERRORS)
+def test_a_wrong_expectation_fails_verify(deployed, tmp_path, capsys, monkeypatch, error):
+    from gpucluster import devices
+
+    lw, sim, _ = deployed
+    name, wrap, want = EXPECTATION_ERRORS[error]
+    monkeypatch.setattr(devices, name, wrap(getattr(devices, name)))
+    sim.sync()  # the simulator runs in this process: it would pick the error up if it used devices
+    code, data = verify(lw, tmp_path, capsys)
+    assert code == 1
+    assert failed(data) == want
 
 
 def test_node_not_ready(deployed, tmp_path, capsys):
@@ -251,7 +367,8 @@ def _suite(lw: Cluster, tmp_path: Path) -> tuple[int, dict[str, str]]:
     junit = tmp_path / "suite.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
                            "gpucluster.verify.suite.test_cluster", "--gpucluster-inventory", str(LOCAL),
-                           "--gpucluster-kubeconfig", str(lw.kubeconfig), f"--junitxml={junit}"],
+                           "--gpucluster-kubeconfig", str(lw.kubeconfig), "--gpucluster-partial",
+                           f"--junitxml={junit}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert junit.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     verdicts = {}
@@ -269,7 +386,7 @@ def test_plain_pytest_suite_runs_the_same_checks(deployed, tmp_path, capsys):
     assert code == 0, [k for k, v in verdicts.items() if v != "passed"]
     assert len(verdicts) == len(data["results"])
     assert {k for k, v in verdicts.items() if v == "skipped"} == {
-        f"{r['check']}[{r['subject']}]" for r in data["results"] if r["verdict"] == "skip"}
+        f"{r['check']}[{r['subject']}]" for r in data["results"] if r["verdict"] == "not-measured"}
     lw.kubectl("taint", "node", "h200-1", "nvidia.com/gpu-")
     try:
         code, verdicts = _suite(lw, tmp_path)

@@ -8,8 +8,7 @@ upgrade controller (node label and GPUDriverUpgrade events, as k8s-operator-libs
 real DaemonSet. Spec: tests/data/watchdog.
 
 The MIG tests need the simulator's MIG-manager sequence (pending -> rebooting -> success) and its
-faults gpucluster.dev/simulate-mig-wedge / simulate-mig-fail; they are skipped, saying so, until the
-simulator has them.
+faults gpucluster.dev/simulate-mig-wedge / -fail / -reboot (skipped, saying so, without them).
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DATA = Path(__file__).resolve().parents[1] / "data" / "watchdog"
 OPERATOR_NS = "gpu-operator"
 WEDGE, FAIL = "gpucluster.dev/simulate-mig-wedge", "gpucluster.dev/simulate-mig-fail"
+REBOOT = "gpucluster.dev/simulate-mig-reboot"
 UPGRADE = "nvidia.com/gpu-driver-upgrade-state"
 _known = {*FAULTS.values(), *(v for v in vars(labels).values() if isinstance(v, str))}
 needs_mig_sequence = pytest.mark.skipif(
@@ -103,11 +103,19 @@ def change_layout(world: Cluster, config: str) -> list[str]:
 @needs_mig_sequence
 def test_a_healthy_mig_change_goes_pending_rebooting_success_and_passes(world: Cluster,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    seen = change_layout(world, "all-disabled")
-    assert [s for s in seen if s in ("pending", "rebooting", "success")][-3:] == ["pending", "rebooting", "success"]
+    # turning MIG off is a mode change; with a reboot needed the manager shows rebooting in between
+    world.kubectl("annotate", "node", "a100-1", f"{REBOOT}=true", "--overwrite")
+    try:
+        seen = change_layout(world, "all-disabled")
+        assert seen[-3:] == ["pending", "rebooting", "success"], seen
+        row = verify(world, "a100-1", capsys, "--reconfig-deadline", "60")["mig-reconfig"]
+        assert row["verdict"] == "pass" and "success (config all-disabled)" in row["actual"], row
+    finally:
+        world.kubectl("annotate", "node", "a100-1", f"{REBOOT}-")
+    # and back, followed by verify itself from the moment the label changes: pending, then success
+    world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=gpucluster-a100-mig", "--overwrite")
     row = verify(world, "a100-1", capsys, "--reconfig-deadline", "60")["mig-reconfig"]
-    assert row["verdict"] == "pass" and "success (config all-disabled)" in row["actual"], row
-    change_layout(world, "gpucluster-a100-mig")
+    assert row["verdict"] == "pass" and "success (config gpucluster-a100-mig)" in row["actual"], row
 
 
 @needs_mig_sequence

@@ -183,3 +183,11 @@ def test_docs_name_only_paths_that_exist(doc: str) -> None:
         if not (REPO / path.split("::")[0].split("#")[0]).exists():
             missing.append(raw)
     assert missing == [], f"{doc} names paths that do not exist"
+
+
+def test_no_test_imports_from_a_conftest() -> None:
+    # conftest modules share one module name per folder: importing from one picks whichever was loaded
+    # first (it broke two integration modules once). Shared helpers live in uniquely named modules.
+    offenders = [str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("*.py")
+                 if re.search(r"^\s*(from conftest import|import conftest)", p.read_text(), re.M)]
+    assert offenders == []

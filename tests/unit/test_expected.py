@@ -44,7 +44,7 @@ def test_mig_single_strategy(local):
     s = expected.host_states(spec)["a100-1"]
     assert s.resources == {"nvidia.com/gpu": 56}
     assert s.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"
-    assert s.labels["nvidia.com/gpu.memory"] == str(10 * 1024)
+    assert s.labels["nvidia.com/gpu.memory"] == "9856"  # what NVML reports for one 1g.10gb instance
 
 
 def test_rename_by_default_uses_shared_resource(local):
@@ -58,10 +58,12 @@ def test_rename_by_default_uses_shared_resource(local):
 def test_dra_devices_for_mig_pool(local):
     from gpucluster import catalog
 
-    devs = devices.dra_devices("c", "h", catalog.get("A100-80GB"), 2, {"1g.10gb": 7})
-    assert len(devs) == 14 and {d.type for d in devs} == {"mig"}
-    assert devs[0].profile == "1g.10gb" and devs[0].parent_uuid.startswith("GPU-")
-    assert len({d.uuid for d in devs}) == 14 and len({d.name for d in devs}) == 14
+    devs = devices.dra_devices(catalog.get("A100-80GB"), 2, {"1g.10gb": 7})
+    assert len(devs) == 14 and {d.type for d in devs} == {"mig"}  # the parent GPUs are not published
+    assert {d.name for d in devs} == {"gpu-0-mig-1g10gb", "gpu-1-mig-1g10gb"}  # + -<profile id>-<start>
+    assert devs[0].profile == "1g.10gb" and devs[0].starts == (0, 1, 2, 3, 4, 5, 6) and devs[0].slices == 1
+    assert devs[0].memory_bytes == 9856 * 2**20
+    assert devices.mig_name_part("1g.10gb+me") == "1g10gb-me"
 
 
 def test_rdma_hosts_expect_the_nic_labels_and_every_resource_name(lab):

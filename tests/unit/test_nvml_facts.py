@@ -38,6 +38,7 @@ UNSOURCED: dict[str, set[str]] = {
     "H200-141GB": {"productName", "memoryMiB", "mig"},
     "B200": {"mig"},
     "H100-SXM5-80GB": {"mig.placements"},
+    "A30": {"mig.infoIds"},
 }
 
 
@@ -75,6 +76,8 @@ def differences() -> list[str]:
             cp, fp = cprof[pname], fprof[pname]
             if cp.max != fp.instances:
                 out.append(f"{name}.mig.{pname}.instances: catalog {cp.max}, upstream {fp.instances}")
+            if cp.memory_mib != fp.memory_mib:
+                out.append(f"{name}.mig.{pname}.memoryMiB: catalog {cp.memory_mib}, upstream {fp.memory_mib}")
             if pname in f.mig.placements:
                 starts, size = f.mig.placements[pname]
                 if (tuple(cp.starts), cp.memory) != (starts, size):

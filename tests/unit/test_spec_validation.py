@@ -331,3 +331,86 @@ def test_mps_with_the_mixed_mig_strategy_is_refused_like_the_plugin_does(write_s
     assert "MPS pools (l4)" in p.message and "mixed" in p.message and "single" in p.hint
     base["gpuOperator"] = {"migStrategy": "single"}
     load_spec(write_spec(base))
+
+
+# -- tenants: nothing that would let a tenant out of its quota --------------------------------------
+
+
+@pytest.mark.parametrize(("section", "value", "owner"), [
+    (None, "kube-system", "a Kubernetes system namespace"),
+    (None, "default", "a Kubernetes system namespace"),
+    (None, "kube-flannel", "a pod network's namespace"),
+    (None, "gpu-operator", "the GPU Operator's namespace (gpuOperator.namespace)"),
+    (None, "nvidia-dra-driver-gpu", "the DRA driver's namespace (dra.namespace)"),
+    (None, "volcano-system", "Volcano's namespace"),
+    (None, "nvidia-network-operator", "the network operator's namespace"),
+    (None, "monitoring", "the monitoring namespace (monitoring.namespace)"),
+    ({"gpuOperator": {"namespace": "gpus"}}, "gpus", "the GPU Operator's namespace"),
+])
+def test_tenant_namespace_must_not_be_an_operator_or_system_namespace(write_spec, base, section, value, owner):
+    base.update(section or {})
+    base["tenants"][0]["namespace"] = value
+    p = find(problems(write_spec, base), "tenants[0].namespace")
+    assert f"tenant namespace {value!r} is" in p.message and owner in p.message
+    assert "namespace: team-a-workloads" in p.hint
+
+
+def test_tenant_named_like_an_operator_namespace_is_caught_too(write_spec, base):
+    base["tenants"][0]["name"] = "monitoring"  # namespace defaults to the name
+    assert "monitoring namespace" in find(problems(write_spec, base), "tenants[0].namespace").message
+
+
+def test_claim_template_of_a_class_the_tenant_may_not_claim(write_spec, base):
+    base["dra"] = {"deviceClasses": [{"name": "big", "selector": {"minMemory": "80G"}}],
+                   "claimTemplates": [{"name": "two-big", "deviceClass": "big", "count": 2}]}
+    base["tenants"][0]["claimTemplates"] = ["two-big"]
+    p = find(problems(write_spec, base), "tenants[0].claimTemplates[0]")
+    assert "claims DeviceClass 'big', which tenant 'team-a' may not claim" in p.message
+    assert "quota.deviceClasses.big" in p.hint
+    base["tenants"][0]["quota"]["deviceClasses"] = {"big": 1}
+    p = find(problems(write_spec, base), "tenants[0].claimTemplates[0]")
+    assert "claims 2 'big' devices, above the tenant's quota of 1" in p.message
+    base["tenants"][0]["quota"]["deviceClasses"] = {"big": 2}
+    assert load_spec(write_spec(base)).tenants[0].allowed_device_classes == ["big"]
+
+
+def test_the_dra_charts_classes_are_known(write_spec, base):
+    base["tenants"][0]["quota"]["deviceClasses"] = {"gpu.nvidia.com": 1, "mig.nvidia.com": 1,
+                                                    "vfio.gpu.nvidia.com": 1}
+    load_spec(write_spec(base))
+
+
+@pytest.mark.parametrize(("key", "text", "hint"), [
+    ("requests.nvidia.com/mig-1g.10gb", "is a quota key", "nvidia.com/mig-1g.10gb"),
+    ("nvidia.com/gpu", "has its own field", "quota.gpus"),
+    ("deviceclass.resource.kubernetes.io/big", "DeviceClass's extended resource", "quota.deviceClasses.big"),
+    ("gpus", "not an extended resource name", "nvidia.com/mig-1g.10gb"),
+])
+def test_extended_quota_keys_are_resource_names(write_spec, base, key, text, hint):
+    base["tenants"][0]["quota"]["extended"] = {key: 1}
+    p = find(problems(write_spec, base), f"tenants[0].quota.extended.{key}")
+    assert text in p.message and hint in p.hint
+
+
+def test_egress_cidrs_are_networks(write_spec, base):
+    base["tenants"][0]["egressCidrs"] = ["10.20.0.1/16"]
+    p = find(problems(write_spec, base), "tenants[0].egressCidrs[0]")
+    assert "invalid CIDR '10.20.0.1/16'" in p.message and "host bits zero" in p.hint
+
+
+def test_privileged_tenant_and_cdi_off_are_warnings(write_spec, base):
+    base["tenants"][0]["podSecurity"] = "privileged"
+    base["gpuOperator"] = {"cdi": False}
+    warns = {w.path: w for w in warnings_of(load_spec(write_spec(base)))}
+    assert "every GPU of the node" in warns["tenants[0].podSecurity"].message
+    assert "NVIDIA_VISIBLE_DEVICES" in warns["gpuOperator.cdi"].message
+    assert "cdi: true" in warns["gpuOperator.cdi"].hint
+
+
+@pytest.mark.parametrize("version", ["~26.3", "26.x", "latest", ">=1.0.0", ""])
+def test_a_chart_version_that_is_not_exact_is_refused(write_spec, base, cli, version):
+    base["gpuOperator"] = {"chart": {"repository": "https://charts.example.com/nvidia", "chart": "gpu-operator",
+                                     "version": version}}
+    out = cli("validate", "-i", str(write_spec(base)))
+    assert out.exit_code == 2 and "gpuOperator.chart.version" in out.output and "exact" in out.output
+    assert "Traceback" not in out.output

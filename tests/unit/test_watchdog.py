@@ -77,10 +77,11 @@ def test_success_with_clients_left_paused_is_not_done() -> None:
     assert "nvidia.com/gpu.deploy.device-plugin=true" in r.reason
 
 
-def test_host_managed_mig_is_not_measured_here() -> None:
-    n = node("a100-1", {"nvidia.com/mig.config": "x", "nvidia.com/gpu.deploy.mig-manager": "false"})
-    r = one([n])[0]
-    assert r.verdict is Verdict.skipped and "host" in r.reason
+def test_host_managed_mig_has_no_row_but_a_state_the_manager_never_wrote_fails() -> None:
+    host = node("a100-1", {"nvidia.com/mig.config": "x", "nvidia.com/gpu.deploy.mig-manager": "false"})
+    assert one([host]) == []  # no MIG manager there: node-capacity judges the layout the host applied
+    r = one([node("a100-1", {"nvidia.com/mig.config": "x"})])[0]
+    assert r.verdict is Verdict.failed and "has not reported a state" in r.reason
 
 
 def _sequence(states: list[dict]) -> tuple:
@@ -120,7 +121,8 @@ def shared(key: str, strategy: str, replicas: str) -> dict:
 
 
 def test_sharing_reflected_passes_and_a_stale_gfd_fails() -> None:
-    assert one([shared("l4-infer", "time-slicing", "4")])[0].verdict is Verdict.passed
+    row = one([shared("l4-infer", "time-slicing", "4")])[0]
+    assert (row.check, row.verdict) == ("sharing-reconfig", Verdict.passed)
     assert one([shared("default", "none", "1")])[0].verdict is Verdict.passed
     r = one([shared("l4-infer", "none", "1")], now=E0 + 900)[0]
     assert r.verdict is Verdict.failed and r.actual == "stuck: sharing-strategy=none, replicas=1"
@@ -173,7 +175,7 @@ def urows(nodes: list[dict], inputs: upgrades.UpgradeInputs, now: float = E0 + 7
 
 def test_done_with_the_driver_in_sync_passes() -> None:
     r = urows([up_node("upgrade-done")], driver())[0]
-    assert r.verdict is Verdict.passed and "revision abc" in r.actual
+    assert (r.check, r.verdict) == ("driver-upgrade", Verdict.passed) and "revision abc" in r.actual
 
 
 def test_done_without_recovery_fails_and_names_the_jump_from_failed() -> None:

@@ -7,7 +7,6 @@ must not pass silently.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,20 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucluster.toolchain import locate
-
 FACTS = Path(__file__).parent / "facts"
-
-
-def require_tool(name: str) -> Path:
-    """The built tool ``name``; skip (or fail with GPUCLUSTER_REQUIRE_TOOLS=1) when it is not built."""
-    found = locate(name)
-    if found is None:
-        reason = f"toolchain not built ({name}): run `gpucluster tools install {name}`"
-        if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
 
 
 @pytest.fixture(scope="session")
@@ -43,10 +29,3 @@ def fact() -> Callable[[str, str], Any]:
 
     return get
 
-
-@pytest.fixture(scope="session")
-def oracle():
-    """A client of the built nvidia-oracle (NVIDIA's GFD / device-plugin code over a mock NVML)."""
-    from gpucluster.simulator.oracle import Oracle
-
-    return Oracle(require_tool("nvidia-oracle"))

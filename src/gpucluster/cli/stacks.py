@@ -11,6 +11,7 @@ from gpucluster import flow
 from gpucluster.cli import options
 from gpucluster.errors import Failed
 from gpucluster.flow import Report
+from gpucluster.verify.report import summary_line
 
 
 def print_report(report: Report, output: str) -> None:
@@ -38,8 +39,7 @@ def print_report(report: Report, output: str) -> None:
         console.print(f"[yellow]not ready[/yellow] {item}")
     if report.verify:
         c = report.verify["summary"]
-        console.print(f"verify: {c['pass']} checks passed, {c['fail']} failed, {c['skip']} skipped "
-                      "(`gpucluster verify` shows every row)")
+        console.print(f"verify: {summary_line(c)} (`gpucluster verify` shows every row)")
         skips: dict[tuple[str, str], int] = {}
         for p in report.verify["problems"]:
             if p["verdict"] == "fail":
@@ -48,7 +48,8 @@ def print_report(report: Report, output: str) -> None:
             else:
                 skips[(p["check"], p["reason"])] = skips.get((p["check"], p["reason"]), 0) + 1
         for (check, reason), n in sorted(skips.items()):
-            console.print(f"[yellow]skipped[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}", soft_wrap=True)
+            console.print(f"[yellow]not measured[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}",
+                          soft_wrap=True)
     for note in report.notes:
         console.print(f"note: {note}")
 
@@ -64,15 +65,18 @@ def print_report(report: Report, output: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
 @click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
 @click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
+@click.option("--partial", is_flag=True, help="Checks that cannot be measured do not fail the run (the local "
+              "world always runs this way: it installs no charts).")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-       kubeconfig: Path | None, context: str | None, dry_run: bool, no_verify: bool, reset: bool) -> None:
+       kubeconfig: Path | None, context: str | None, dry_run: bool, no_verify: bool, reset: bool,
+       partial: bool) -> None:
     """Bring the cluster to the spec: local world (local inventory), platform and tenants stacks, verify.
 
     Exit 1 when an object did not become ready or a cluster check failed.
     """
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
                          kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset,
-                         context=context)
+                         context=context, partial=partial)
     print_report(report, output)
     problems = []
     if report.left_out:
@@ -82,6 +86,9 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
         problems.append(f"{len(report.not_ready)} object(s) not ready")
     if report.verify and report.verify["summary"]["fail"]:
         problems.append(f"{report.verify['summary']['fail']} check(s) failed")
+    elif report.verify and report.verify["summary"]["not-measured"] and not report.verify.get("partial"):
+        problems.append(f"{report.verify['summary']['not-measured']} check(s) not measured (--partial accepts "
+                        "them)")
     if problems:
         raise Failed("; ".join(problems))
 

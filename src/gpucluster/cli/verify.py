@@ -12,7 +12,7 @@ from gpucluster import inventory as inventories
 from gpucluster.cli import options
 from gpucluster.errors import Failed, InputError
 from gpucluster.verify import checklist, report
-from gpucluster.verify.model import Result, Verdict
+from gpucluster.verify.model import Result, Verdict, problems
 
 
 @click.command()
@@ -30,21 +30,24 @@ from gpucluster.verify.model import Result, Verdict
 @click.option("--upgrade-deadline", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               metavar="SECONDS", help="A driver upgrade step (or a stalled rollout) older than this fails.")
 @click.option("--node", "only_node", default=None, metavar="NODE", help="Show only the rows about this node.")
-@click.option("--problems-only", is_flag=True, help="Show only failed and skipped rows in the table.")
+@click.option("--problems-only", is_flag=True, help="Show only failed and not-measured rows in the table.")
+@click.option("--partial", is_flag=True,
+              help="A partial run: rows that could not be measured are listed but do not fail the run.")
 @click.option("--checklist", "show_checklist", is_flag=True, help="Print the production checklist mapping and exit.")
 def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None, host_mode: str,
            metrics_url: tuple[str, ...], output: str, out_dir: Path | None, json_out: Path | None,
            junit: Path | None, reconfig_deadline: float, upgrade_deadline: float, only_node: str | None,
-           problems_only: bool, show_checklist: bool) -> None:
+           problems_only: bool, partial: bool, show_checklist: bool) -> None:
     """Check capacity, allocatable, labels, taints, DRA devices, tenants and health, node by node.
 
     -o picks what stdout shows (a table, JSON or JUnit XML); --out-dir also writes verify.json and
-    verify.xml there. Exit 0 when every check passes, 1 when any fails, 2 for bad input.
+    verify.xml there. Exit 0 when every check passes; 1 when any fails or could not be measured
+    (unless --partial); 2 for bad input.
     """
     if show_checklist:
         click.echo("\n".join(checklist.lines()))
         return
-    from gpucluster.verify import cluster, snapshot, watchdog
+    from gpucluster.verify import cluster, watchdog
 
     for flag, path in (("--json", json_out), ("--junit", junit)):
         if path is not None:
@@ -55,11 +58,14 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     if only_node is not None and only_node not in {h.name for h in spec.hosts}:
         raise InputError(f"--node {only_node}: not a host of the spec (hosts: {', '.join(h.name for h in spec.hosts)})")
     config = inventories.kubeconfig_for(spec, kubeconfig)
-    results: list[Result] = watchdog.live_rows(spec, config, context, reconfig_deadline, upgrade_deadline,
-                                               say=lambda line: click.echo(line, err=True))
-    snap = snapshot.fetch(config, context)
+    # Changes in progress (MIG, sharing) are followed to their end or deadline before anything is judged.
+    followed = watchdog.live_rows(spec, config, context, reconfig_deadline, upgrade_deadline,
+                                  say=lambda line: click.echo(line, err=True))
+    snap = cluster.fetch(spec, config, context)
     fetched = time.perf_counter()
-    results = cluster.rows(spec, snap, metrics_url) + results
+    # The local world cannot fetch charts: what depends on them is not measured there (--partial).
+    results: list[Result] = cluster.rows(spec, snap, metrics_url, charts_reachable=not inventories.is_local(spec))
+    results += followed
     if host_mode != "none":
         from gpucluster.verify import hosts
 
@@ -71,7 +77,8 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     if only_node is not None:
         results = [r for r in results if r.subject == only_node]
     elapsed = time.perf_counter() - started
-    meta = {"cluster": spec.metadata.name, "listCalls": snap.calls, "seconds": round(elapsed, 3)}
+    meta = {"cluster": spec.metadata.name, "listCalls": snap.calls, "accessReviews": snap.reviews,
+            "seconds": round(elapsed, 3)}
     if output == "json":
         click.echo(report.to_json(results, meta))
     elif output == "junit":
@@ -79,7 +86,8 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     else:
         console = Console(width=160)
         report.table(results, console, only_problems=problems_only)
-        console.print(f"{snap.calls} LIST calls in {fetched - started:.2f}s; checks done in {elapsed:.2f}s")
+        console.print(f"{snap.calls} LIST calls and {snap.reviews} access reviews in {fetched - started:.2f}s; "
+                      f"checks done in {elapsed:.2f}s")
     if out_dir is not None:
         report.write(out_dir / "verify.json", report.to_json(results, meta))
         report.write(out_dir / "verify.xml", report.to_junit(results))
@@ -87,6 +95,6 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
         report.write(json_out, report.to_json(results, meta))
     if junit:
         report.write(junit, report.to_junit(results))
-    failed = sum(r.verdict is Verdict.failed for r in results)
-    if failed:
-        raise Failed(f"{failed} check(s) failed")
+    problem = problems(results, partial=partial)
+    if problem:
+        raise Failed(problem)

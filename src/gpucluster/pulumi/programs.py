@@ -87,13 +87,21 @@ def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -
     return out
 
 
+#: Name of the tenants stack's component holding the cluster-scoped admission policies.
+ADMISSION_GROUP = "tenant-admission"
+
+
 def tenants(p: StackPlan, kubeconfig: str | None, context: str | None = None) -> dict[str, c.ClusterObjects]:
-    """Program of the tenants stack: one Tenant component per tenant namespace; returns them by name."""
+    """Program of the tenants stack: one Tenant component per tenant namespace and one for the admission
+    policies they share; returns them by name."""
     k8s = provider(kubeconfig, context)
     base = pulumi.ResourceOptions(providers={"kubernetes": k8s})
     groups: dict[str, list[Obj]] = defaultdict(list)
     for obj in p.components.get("tenants", []):
-        groups[obj["metadata"].get("namespace") or obj["metadata"]["name"]].append(obj)
+        meta = obj["metadata"]
+        # The admission policies are cluster-scoped and shared by every tenant: one group of their own.
+        key = meta.get("namespace") or (meta["name"] if obj["kind"] == "Namespace" else ADMISSION_GROUP)
+        groups[key].append(obj)
     ns_res: dict[str, pulumi.Resource] = {}
     out: dict[str, c.ClusterObjects] = {}
     for tenant, objs in groups.items():

@@ -37,3 +37,13 @@ def config_map(name: str, namespace: str, data: dict[str, str], labels: dict[str
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> Obj:
     return obj("v1", "Namespace", name, labels=labels)
+
+
+def cel_string(value: str) -> str:
+    """``value`` as a CEL string literal (single quotes, backslash and quote escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def cel_list(values: list[str]) -> str:
+    """A CEL list literal of strings, in the given order."""
+    return "[" + ", ".join(cel_string(v) for v in values) + "]"

@@ -9,31 +9,28 @@ from __future__ import annotations
 
 from gpucluster import labels as L
 from gpucluster.devices import DRA_DRIVER
-from gpucluster.render.common import Obj, obj
+from gpucluster.render.common import Obj, cel_string, obj
 from gpucluster.spec.model import ChartRef, ClusterSpec, DeviceClass, Tenant
 
 API = "resource.k8s.io/v1"
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def cel(dc: DeviceClass) -> str:
     """The CEL expression of a DeviceClass: every selector field ANDed."""
-    attr = f"device.attributes[{_quote(DRA_DRIVER)}]"
+    q = cel_string
+    attr = f"device.attributes[{q(DRA_DRIVER)}]"
     s = dc.selector
-    terms = [f"device.driver == {_quote(DRA_DRIVER)}", f"{attr}.type == {_quote(dc.type)}"]
+    terms = [f"device.driver == {q(DRA_DRIVER)}", f"{attr}.type == {q(dc.type)}"]
     if s.min_memory:
-        terms.append(f"device.capacity[{_quote(DRA_DRIVER)}].memory.compareTo(quantity({_quote(s.min_memory)})) >= 0")
+        terms.append(f"device.capacity[{q(DRA_DRIVER)}].memory.compareTo(quantity({q(s.min_memory)})) >= 0")
     if s.product_name_contains:
-        terms.append(f"{attr}.productName.lowerAscii().contains({_quote(s.product_name_contains.lower())})")
+        terms.append(f"{attr}.productName.lowerAscii().contains({q(s.product_name_contains.lower())})")
     if s.architecture:
-        terms.append(f"{attr}.architecture == {_quote(s.architecture)}")
+        terms.append(f"{attr}.architecture == {q(s.architecture)}")
     if s.min_compute_capability:
-        terms.append(f"{attr}.cudaComputeCapability.compareTo(semver({_quote(s.min_compute_capability + '.0')})) >= 0")
+        terms.append(f"{attr}.cudaComputeCapability.compareTo(semver({q(s.min_compute_capability + '.0')})) >= 0")
     if s.mig_profile:
-        terms.append(f"{attr}.profile == {_quote(s.mig_profile)}")
+        terms.append(f"{attr}.profile == {q(s.mig_profile)}")
     terms += [f"({extra})" for extra in s.cel]
     return " && ".join(terms)
 

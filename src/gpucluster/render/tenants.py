@@ -1,14 +1,28 @@
-"""Tenants: Namespace with Pod Security labels, quotas, limit range, RBAC and network policy.
+"""Tenants: Namespace with Pod Security labels, quota, limit range, RBAC, network policy, admission policy.
 
-RBAC is least-privilege: tenant users manage workloads (pods, jobs, Volcano jobs, claims) and read
-the rest; tenant admins add secrets and services. Neither may touch quotas, limit ranges, network
-policies or RBAC: those come from the spec and the platform team.
+A tenant takes GPUs only within its quota, by any route (docs/tenants.md lists them):
+
+- the ResourceQuota bounds every GPU-bearing resource the cluster can offer: ``nvidia.com/gpu``, the
+  MIG resources of MIG-capable device-plugin pools, ``nvidia.com/gpu.shared``, the ``rdma/*`` resources,
+  and for every DeviceClass that can exist (the spec's and the DRA chart's) the devices claimed and the
+  class's implicit extended resource; zero wherever the spec gives nothing;
+- admission policies (:mod:`gpucluster.render.tenant_admission`) refuse claims on other classes,
+  other PriorityClasses, other Volcano queues and the NVIDIA runtime classes, naming the tenant;
+- Pod Security (restricted by default) keeps privileged pods and host devices out;
+- RBAC is least-privilege: tenant users manage workloads (pods, jobs, Volcano jobs, claims and claim
+  templates) and read the rest; tenant admins add secrets and services. Neither may touch quotas,
+  limit ranges, network policies, admission policies or RBAC: those come from the spec.
 """
 
 from __future__ import annotations
 
+import json
+
+from gpucluster import catalog
 from gpucluster import labels as L
-from gpucluster.render.common import Obj, namespace, obj
+from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, SHARED_MODES, mig_resource
+from gpucluster.render import tenant_admission
+from gpucluster.render.common import Obj, obj
 from gpucluster.render.dra_driver import tenant_claim_templates
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec, Tenant
@@ -16,6 +30,14 @@ from gpucluster.spec.model import ClusterSpec, Tenant
 RBAC = "rbac.authorization.k8s.io/v1"
 READ = ["get", "list", "watch"]
 WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+#: Quota keys of DRA (k8s.io/api v0.36.3 core/v1/types.go: ResourceClaimsPerClass, line 7786, and
+#: ResourceImplicitExtendedClaimsPerClass, line 7788; tests/upstream/facts/kubernetes.yaml).
+DEVICES_PER_CLASS = ".deviceclass.resource.k8s.io/devices"
+IMPLICIT_PER_CLASS = "requests.deviceclass.resource.kubernetes.io/"
+#: Where cluster DNS runs: kubeadm's CoreDNS Deployment and Service (kubernetes v1.36.3,
+#: cmd/kubeadm/app/phases/addons/dns/manifests.go; facts kubeadm-dns-*).
+DNS_NAMESPACE = "kube-system"
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}
 
 USER_RULES = [
     {"apiGroups": [""], "resources": ["pods", "configmaps", "persistentvolumeclaims"], "verbs": WRITE},
@@ -26,19 +48,23 @@ USER_RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
     {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": WRITE},
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": READ},
-    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": WRITE},
-    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": READ},
+    # Templates are how Jobs and Deployments get claims; the admission policy checks them exactly as
+    # it checks claims, so writing one grants nothing a claim does not.
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims", "resourceclaimtemplates"], "verbs": WRITE},
 ]
 ADMIN_EXTRA = [
     {"apiGroups": [""], "resources": ["secrets", "services", "serviceaccounts"], "verbs": WRITE},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": READ},
     {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": READ},
 ]
+ROLES = {"tenant-user": USER_RULES, "tenant-admin": USER_RULES + ADMIN_EXTRA}
 
 
-def tenant_namespace(t: Tenant) -> Obj:
+def tenant_namespace(t: Tenant, spec: ClusterSpec) -> Obj:
     level = t.pod_security
-    return namespace(t.ns, labels={
+    annotations = tenant_admission.namespace_annotations(spec, t.allowed_device_classes, t.priority_classes,
+                                                         queue=t.name)
+    return obj("v1", "Namespace", t.ns, annotations=annotations, labels={
         L.TENANT: t.name,
         L.POD_SECURITY_ENFORCE: level,
         L.POD_SECURITY_ENFORCE_VERSION: "latest",
@@ -47,11 +73,49 @@ def tenant_namespace(t: Tenant) -> Obj:
     })
 
 
-def quota(t: Tenant) -> Obj:
-    hard: dict[str, str] = {
-        "requests.nvidia.com/gpu": str(t.quota.gpus),
-        "limits.nvidia.com/gpu": str(t.quota.gpus),
-    }
+def device_classes(spec: ClusterSpec) -> list[str]:
+    """Every DeviceClass that can exist in this cluster: the spec's and the DRA chart's own."""
+    return sorted({dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES))
+
+
+def offered_resources(spec: ClusterSpec) -> list[str]:
+    """GPU-bearing extended resources besides ``nvidia.com/gpu`` that the cluster's pools can advertise.
+
+    MIG resources are listed for every profile of every MIG-capable model a device-plugin pool holds
+    (with the mixed strategy), not just today's layout: a new layout label would otherwise open a
+    resource no quota names.
+    """
+    names: set[str] = set()
+    for pool in spec.gpu_pools:
+        assert pool.gpu is not None
+        if not pool.uses_device_plugin:
+            continue
+        if pool.sharing.mode.value in SHARED_MODES and pool.sharing.rename_by_default:
+            names.add("nvidia.com/gpu.shared")
+        model = catalog.get(pool.gpu.model)
+        if model.mig is not None and spec.gpu_operator.mig_strategy == "mixed":
+            names |= {mig_resource(p) for p in model.mig.profiles}
+    for pool in spec.node_pools:
+        if pool.rdma:
+            names.add(f"rdma/{pool.rdma.resource_name}")
+    names |= {f"rdma/{n.resource_name}" for n in spec.networking.secondary_networks if n.resource_name}
+    return sorted(names)
+
+
+def quota_hard(spec: ClusterSpec, t: Tenant) -> dict[str, str]:
+    """The tenant's ResourceQuota ``spec.hard``.
+
+    Extended resources are quota'd as ``requests.<name>`` only: the pod evaluator counts no
+    ``limits.<extended>`` key (kubernetes v1.36.3 pkg/quota/v1/evaluator/core/pods.go:86-97), and
+    requests of an extended resource always equal its limits.
+    """
+    hard: dict[str, str] = {"requests.nvidia.com/gpu": str(t.quota.gpus)}
+    for name in sorted(set(offered_resources(spec)) | set(t.quota.extended)):
+        hard[f"requests.{name}"] = str(t.quota.extended.get(name, 0))
+    for cls in sorted(set(device_classes(spec)) | set(t.quota.device_classes)):
+        n = str(t.quota.device_classes.get(cls, 0))
+        hard[f"{cls}{DEVICES_PER_CLASS}"] = n  # devices claimed through ResourceClaims
+        hard[f"{IMPLICIT_PER_CLASS}{cls}"] = n  # pods asking deviceclass.resource.kubernetes.io/<class>
     if t.quota.cpu:
         hard["requests.cpu"] = t.quota.cpu
         hard["limits.cpu"] = t.quota.cpu
@@ -60,13 +124,13 @@ def quota(t: Tenant) -> Obj:
         hard["limits.memory"] = t.quota.memory
     if t.quota.pods is not None:
         hard["pods"] = str(t.quota.pods)
-    for name, n in sorted(t.quota.device_classes.items()):
-        hard[f"{name}.deviceclass.resource.k8s.io/devices"] = str(n)
-    for name, n in sorted(t.quota.extended.items()):
-        hard[f"requests.{name}"] = str(n)
+    return hard
+
+
+def quota(spec: ClusterSpec, t: Tenant) -> Obj:
     return obj("v1", "ResourceQuota", "gpucluster-quota", t.ns,
                annotations={L.QUEUE_CAPABILITY: str(queue_capability(t))},
-               spec={"hard": hard})
+               spec={"hard": quota_hard(spec, t)})
 
 
 def limit_range(t: Tenant) -> Obj:
@@ -79,8 +143,9 @@ def limit_range(t: Tenant) -> Obj:
 
 
 def rbac(t: Tenant) -> list[Obj]:
-    out = [obj(RBAC, "Role", "tenant-user", t.ns, rules=USER_RULES),
-           obj(RBAC, "Role", "tenant-admin", t.ns, rules=USER_RULES + ADMIN_EXTRA)]
+    # fresh copies: the rule tables are shared constants whose rules share verb lists, and no part of
+    # one rendered object may alias another (a YAML dump would write anchors)
+    out = [obj(RBAC, "Role", name, t.ns, rules=json.loads(json.dumps(rules))) for name, rules in ROLES.items()]
     for role, groups in (("tenant-admin", t.admins), ("tenant-user", t.users)):
         if groups:
             out.append(obj(RBAC, "RoleBinding", role, t.ns,
@@ -91,13 +156,27 @@ def rbac(t: Tenant) -> list[Obj]:
 
 
 def network_policy(t: Tenant, monitoring_ns: str | None) -> Obj:
-    peers: list[dict] = [{"podSelector": {}}]  # same namespace
+    """Default-deny in both directions, then: the namespace itself, cluster DNS, the monitoring namespace.
+
+    GPU metrics need no allowance here: the DCGM exporter runs in the GPU Operator's namespace and
+    reads the GPUs on the node, and Prometheus scrapes it there. The ingress from the monitoring
+    namespace is for the tenant's own ``/metrics`` endpoints (PodMonitors).
+    """
+    ingress: list[dict] = [{"from": [{"podSelector": {}}]}]
     if monitoring_ns:
-        peers.append({"namespaceSelector": {"matchLabels": {L.NAMESPACE_NAME: monitoring_ns}}})
+        ingress.append({"from": [{"namespaceSelector": {"matchLabels": {L.NAMESPACE_NAME: monitoring_ns}}}]})
+    dns = {"namespaceSelector": {"matchLabels": {L.NAMESPACE_NAME: DNS_NAMESPACE}},
+           "podSelector": {"matchLabels": dict(DNS_POD_LABELS)}}
+    egress: list[dict] = [
+        {"to": [{"podSelector": {}}]},
+        {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+    ]
+    egress += [{"to": [{"ipBlock": {"cidr": cidr}}]} for cidr in t.egress_cidrs]
     return obj("networking.k8s.io/v1", "NetworkPolicy", "gpucluster-isolate", t.ns, spec={
         "podSelector": {},
-        "policyTypes": ["Ingress"],
-        "ingress": [{"from": peers}],
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": ingress,
+        "egress": egress,
     })
 
 
@@ -105,6 +184,6 @@ def objects(spec: ClusterSpec) -> list[Obj]:
     mon = spec.monitoring.namespace if spec.monitoring.enabled else None
     out: list[Obj] = []
     for t in spec.tenants:
-        out += [tenant_namespace(t), quota(t), limit_range(t), *rbac(t), network_policy(t, mon),
+        out += [tenant_namespace(t, spec), quota(spec, t), limit_range(t), *rbac(t), network_policy(t, mon),
                 *tenant_claim_templates(spec, t)]
-    return out
+    return out + tenant_admission.objects(spec)

@@ -6,10 +6,10 @@ real exporter gets on its node:
 
 - the metrics CSV from the ConfigMap the operator mounts (``gpucluster-dcgm-metrics`` in the GPU
   Operator namespace); without it the endpoint answers 503, as the pod would not start;
-- the node's GPUs: the spec's silicon, with the MIG layout the MIG manager applies (the mig-parted
-  ConfigMap and the node's ``nvidia.com/mig.config`` label, as the GPU simulator derives it);
+- the node's GPUs: the spec's silicon, with the MIG devices the GPU simulator's MIG manager applied
+  (the node annotation ``gpucluster.dev/simulated-mig``, the silicon's state);
 - which pod holds which device (:mod:`gpucluster.simulator.podresources`), from the pods bound to the
-  node and the device-plugin config that decides how GPUs are shared there;
+  node and how GFD says its GPUs are shared (``nvidia.com/gpu.replicas``, ``nvidia.com/mig.strategy``);
 - knob values (activity, XID, ECC, …) from the node annotation ``gpucluster.dev/simulate-dcgm``.
 """
 
@@ -22,15 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpucluster import kube
 from gpucluster import labels as L
 from gpucluster.errors import ClusterUnreachable
-from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.monitoring import DCGM_CONFIGMAP, DCGM_CSV_KEY
 from gpucluster.simulator import podresources
-from gpucluster.simulator.agents import device_plugin, mig_manager
+from gpucluster.simulator.agents.mig_manager import MigState
 from gpucluster.simulator.dcgm import Fleet, devices_for
 from gpucluster.simulator.silicon import silicon_of
 from gpucluster.spec.model import ClusterSpec
@@ -65,12 +62,6 @@ class LiveExporters:
         ns = self.spec.gpu_operator.namespace
         cm = self.kube.get(kube.configmap(ns, DCGM_CONFIGMAP))
         csv = ((cm or {}).get("data") or {}).get(DCGM_CSV_KEY)
-        dp = self.kube.get(kube.configmap(ns, DEVICE_PLUGIN_CONFIGMAP))
-        mig = self.kube.get(kube.configmap(ns, MIG_CONFIGMAP))
-        try:
-            configs = mig_manager.parse_mig_configs((mig or {}).get("data") if mig else None)
-        except (ValueError, yaml.YAMLError):
-            configs = None
         nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.NODES)}
         pods = self.kube.items(kube.PODS) if pods is None else pods
         for name, si in self.silicon.items():
@@ -88,19 +79,17 @@ class LiveExporters:
             exporter.unavailable = None
             node = nodes.get(name) or {"metadata": {}}
             labels = node["metadata"].get("labels") or {}
-            assert si.model
-            layout, _ = mig_manager.mig_layout(configs, labels.get(L.MIG_CONFIG), si.model, si.count)
+            annotations = node["metadata"].get("annotations") or {}
+            applied = MigState.from_json(annotations.get(L.SIMULATED_MIG), si.count).applied
+            layout = {p: applied[0].count(p) for p in sorted(set(applied[0]))} if applied and applied[0] else None
             if layout != self.layouts.get(name, "unset"):
                 exporter.replace(devices_for(self.spec, {name: layout} if layout else None)[name])
                 self.layouts[name] = layout
                 self.held.pop(name, None)  # a MIG change restarts every GPU client
-            try:
-                sharing = device_plugin.select_sharing(((dp or {}).get("data") or {}) if dp else None,
-                                                       labels.get(L.DEVICE_PLUGIN_CONFIG), [])
-            except (ValueError, yaml.YAMLError):
-                sharing = device_plugin.Sharing()
+            replicas = labels.get(L.GPU_REPLICAS, "1")
             gpus = devices_for(self.spec, {name: layout} if layout else None)[name]
-            units = podresources.units(gpus, replicas=sharing.replicas, mig_strategy=sharing.mig_strategy)
+            units = podresources.units(gpus, replicas=max(1, int(replicas) if replicas.isdigit() else 1),
+                                       mig_strategy=labels.get(L.MIG_STRATEGY, "none"))
             self.held[name] = podresources.allocate(name, pods, units, self.held.get(name, {}))
             holders = podresources.attribution(self.held[name])
             for g in gpus:

@@ -23,12 +23,22 @@ from gpucluster.simulator.oracle import GpuRequest, MigProfile
 class MigTable:
     """A model's GPU-instance profiles and the GPU memory total they were written for.
 
-    ``placements`` maps a profile name to (memory-slice starts, size); empty when unsourced.
+    ``placements`` maps a profile name to (memory-slice starts, size); empty when unsourced and not
+    borrowed from a model with the same geometry. ``info_ids`` maps a profile name to the id NVML's
+    GetGpuInstanceProfileInfo reports (nvidia-smi's ID column); empty when unsourced.
     """
 
     device_memory_mib: int
     profiles: tuple[MigProfile, ...]
     placements: dict[str, tuple[tuple[int, ...], int]]
+    info_ids: dict[str, int]
+    borrow_placements: str = ""
+
+    def profile(self, name: str) -> MigProfile:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        raise KeyError(name)
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,9 @@ def _mig(model: str, data: dict[str, Any] | None, unsourced: list[str]) -> MigTa
     placements: dict[str, tuple[tuple[int, ...], int]] = {}
     if "unsourced" in data["placementsSource"]:
         unsourced.append("mig.placements")
+    ids = data.get("infoIds") or {"unsourced": "not recorded"}
+    if "unsourced" in ids:
+        unsourced.append("mig.infoIds")
     profiles = []
     for p in data["profiles"]:
         profiles.append(MigProfile(
@@ -74,13 +87,14 @@ def _mig(model: str, data: dict[str, Any] | None, unsourced: list[str]) -> MigTa
         if "starts" in p:
             placements[p["name"]] = (tuple(p["starts"]), p["size"])
     total = _field(model, data, "deviceMemoryMiB", unsourced)
-    return MigTable(device_memory_mib=total, profiles=tuple(profiles), placements=placements)
+    return MigTable(device_memory_mib=total, profiles=tuple(profiles), placements=placements,
+                    info_ids=dict(ids.get("ids") or {}), borrow_placements=data["placementsSource"].get("borrow", ""))
 
 
 @cache
 def models() -> dict[str, NvmlModel]:
     """Every model of ``data/nvml.yaml`` by catalog name."""
-    raw = yaml.safe_load(resources.files("gpucluster.simulator").joinpath("data/nvml.yaml").read_text())
+    raw = _raw()
     out: dict[str, NvmlModel] = {}
     for name, data in raw["models"].items():
         unsourced: list[str] = []
@@ -95,7 +109,28 @@ def models() -> dict[str, NvmlModel]:
             mig=_mig(name, data.get("mig"), unsourced),
             unsourced=tuple(unsourced),
         )
+    for m in out.values():  # placements borrowed from a model with the same memory-slice geometry
+        if m.mig and m.mig.borrow_placements:
+            lender = out[m.mig.borrow_placements].mig
+            assert lender is not None, m.mig.borrow_placements
+            m.mig.placements.update({n: pl for n, pl in lender.placements.items()
+                                     if any(p.name == n for p in m.mig.profiles)})
     return out
+
+
+@cache
+def _raw() -> dict[str, Any]:
+    return dict(yaml.safe_load(resources.files("gpucluster.simulator").joinpath("data/nvml.yaml").read_text()))
+
+
+def cuda_driver_version(driver_version: str) -> int:
+    """NVML's CUDA driver version (13000 = 13.0) for a driver version such as ``580.95.05``."""
+    branch = driver_version.split(".")[0]
+    table = _raw()["cudaDriverVersions"]["byBranch"]
+    if branch not in table:
+        raise SimulatorError(f"driver {driver_version}: no CUDA version recorded for branch {branch} "
+                             f"in simulator/data/nvml.yaml (known: {', '.join(sorted(table))})")
+    return int(table[branch])
 
 
 def model(name: str) -> NvmlModel:

@@ -12,8 +12,8 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from gpucluster import labels as L
-from gpucluster.devices import DRA_DRIVER
 from gpucluster.simulator.agents import Desired, describe
+from gpucluster.simulator.agents.dra_plugin import DRIVER as DRA_DRIVER
 
 
 def slice_name(node: str) -> str:
@@ -38,7 +38,8 @@ def node_object(
     }
     if control_plane:
         labels[L.CONTROL_PLANE] = ""  # kubeadm's label; no taint, as host_states expects
-    annotations = {L.KWOK_NODE: "fake", L.SIMULATED: "true", L.SIMULATOR_DERIVED: describe(desired, desired.labels)}
+    annotations = {L.KWOK_NODE: "fake", L.SIMULATED: "true", **desired.annotations,
+                   L.SIMULATOR_DERIVED: describe(desired, desired.labels)}
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -25,10 +25,13 @@ from typing import Any
 from gpucluster import kube
 from gpucluster import labels as L
 from gpucluster.errors import ClusterUnreachable, SimulatorError
+from gpucluster.render import gpu_operator
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network_operator import NIC_POLICY_NAME
 from gpucluster.render.nodes import node_config
-from gpucluster.simulator.agents import Desired, describe, node_agents
+from gpucluster.simulator import oracle
+from gpucluster.simulator.agents import ClusterView, Desired, NodeView, describe, fleet
+from gpucluster.simulator.agents.operator import Operator
 from gpucluster.simulator.objects import devices_key, node_object, quantities, slice_name, slice_object, slice_spec
 from gpucluster.simulator.silicon import Silicon, silicon_of
 from gpucluster.spec.model import ClusterSpec
@@ -41,6 +44,9 @@ FAULTS = {
     "missing-devices": L.FAULT_MISSING_DEVICES,  # "gpu-2": left out of the node's ResourceSlice
     "product": L.FAULT_PRODUCT,  # GFD's nvidia.com/gpu.product shows this value
     "not-ready": L.FAULT_NOT_READY,  # "true": kwok keeps the node NotReady
+    "mig-wedge": L.FAULT_MIG_WEDGE,  # "true": a MIG change stays pending with the GPU clients paused
+    "mig-fail": L.FAULT_MIG_FAIL,  # "true": applying a MIG change fails (state failed, clients paused)
+    "mig-reboot": L.FAULT_MIG_REBOOT,  # "true": a MIG mode change shows rebooting for one sync
 }
 BANNER = (
     "GPUs are SIMULATED (no real GPU, driver or kubelet): "
@@ -86,36 +92,48 @@ class Simulator:
         self.silicon = silicon_of(spec)
         self.registration = node_config(spec)
         self.control_plane = {h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]}
+        self.oracle = oracle.shared()
         self._stop = threading.Event()
 
     # -- reconcile ------------------------------------------------------------------------------
-    def sync(self) -> SyncReport:
-        """Reconcile every simulated node once (idempotent: nothing differs, nothing is written)."""
-        start_writes = self.kube.writes
-        ns = self.spec.gpu_operator.namespace
+    def view(self) -> ClusterView:
+        """What the agents read from the cluster now (one read per object)."""
+        spec = self.spec
+        ns = spec.gpu_operator.namespace
         dp = self.kube.get(kube.configmap(ns, DEVICE_PLUGIN_CONFIGMAP))
         mig = self.kube.get(kube.configmap(ns, MIG_CONFIGMAP))
         nic = self.kube.get(f"{kube.NIC_CLUSTER_POLICIES}/{NIC_POLICY_NAME}")
-        inputs = dict(
+        # The operator and the DRA driver count as installed once their namespace exists: their
+        # charts cannot be fetched here, and the simulator stands in for their node agents.
+        operator_ns = spec.gpu_operator.enabled and self.kube.get(f"{kube.NAMESPACES}/{ns}") is not None
+        dra = spec.dra.enabled and self.kube.get(f"{kube.NAMESPACES}/{spec.dra.namespace}") is not None
+        return ClusterView(
+            operator=Operator.from_values(gpu_operator.values(spec), installed=operator_ns),
             device_plugin_data=(dp or {}).get("data", {}) if dp else None,
             mig_data=(mig or {}).get("data", {}) if mig else None,
+            host_mig={"config.yaml": gpu_operator.dump(gpu_operator.mig_parted_config(spec))},
             nic_policy=nic,
-            cluster=self.spec.metadata.name,
-            driver_version=self.spec.gpu_operator.driver.version,
+            dra=dra,
+            cluster=spec.metadata.name,
+            driver_version=spec.gpu_operator.driver.version,
         )
+
+    def sync(self) -> SyncReport:
+        """Reconcile every simulated node once (idempotent: nothing differs, nothing is written)."""
+        start_writes = self.kube.writes
+        view = self.view()
         nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.with_selector(NODES, SELECTOR))}
         slices = {s["metadata"]["name"]: s for s in self.kube.items(kube.with_selector(SLICES, SELECTOR))}
+        names = list(self.silicon)
+        desired = fleet(view, [self._node_view(self.silicon[n], nodes.get(n)) for n in names], self.oracle)
         report = SyncReport(nodes=len(self.silicon))
         with ThreadPoolExecutor(self.workers) as pool:
-            results = list(
-                pool.map(
-                    lambda name: self._sync_node(
-                        self.silicon[name], nodes.get(name), slices.get(slice_name(name)), inputs
-                    ),
-                    self.silicon,
-                )
-            )
-        for name, (outcome, notes) in zip(self.silicon, results, strict=True):
+            results = list(pool.map(
+                lambda i: self._sync_node(self.silicon[names[i]], nodes.get(names[i]),
+                                          slices.get(slice_name(names[i])), desired[i]),
+                range(len(names)),
+            ))
+        for name, (outcome, notes) in zip(names, results, strict=True):
             if outcome == "created":
                 report.created.append(name)
             elif outcome == "updated":
@@ -131,12 +149,33 @@ class Simulator:
         report.writes = self.kube.writes - start_writes
         return report
 
+    def settle(self, rounds: int = 6) -> SyncReport:
+        """Sync until a sync writes nothing (at most ``rounds``): MIG changes take one step per sync."""
+        total = self.sync()
+        report = total
+        for _ in range(rounds - 1):
+            if not report.changed:
+                break
+            report = self.sync()
+            total.updated = sorted(set(total.updated) | set(report.updated) - set(total.created))
+            total.deleted += report.deleted
+            total.writes += report.writes
+            total.notes = report.notes
+        return total
+
+    def _node_view(self, si: Silicon, node: dict | None) -> NodeView:
+        if node is None:
+            reg = self.registration[si.node]
+            return NodeView(si, reg["labels"], {}, reg["taints"], {})
+        meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+        return NodeView(si, meta.get("labels") or {}, meta.get("annotations") or {},
+                        spec.get("taints") or [], status.get("capacity") or {})
+
     def _sync_node(
-        self, si: Silicon, node: dict | None, rslice: dict | None, inputs: dict
+        self, si: Silicon, node: dict | None, rslice: dict | None, desired: Desired
     ) -> tuple[str, list[str]]:
         if node is None:
             reg = self.registration[si.node]
-            desired = node_agents(si, reg["labels"], {}, taints=reg["taints"], **inputs)
             node = self.kube.create(
                 NODES, node_object(si.node, reg, desired, control_plane=si.node in self.control_plane)
             )
@@ -144,17 +183,16 @@ class Simulator:
             return "created", desired.notes
         meta = node["metadata"]
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        desired = node_agents(si, labels, annotations, taints=(node.get("spec") or {}).get("taints") or [],
-                              **inputs)
         wrote = False
         label_patch: dict[str, str | None] = {k: v for k, v in desired.labels.items() if labels.get(k) != v}
         label_patch.update({k: None for k in labels if L.is_agent_label(k) and k not in desired.labels})
-        derived = describe(desired, desired.labels)
+        want_annotations = {**desired.annotations, L.SIMULATOR_DERIVED: describe(desired, desired.labels)}
+        annotation_patch = {k: v for k, v in want_annotations.items() if annotations.get(k) != v}
         meta_patch: dict[str, Any] = {}
         if label_patch:
             meta_patch["labels"] = label_patch
-        if annotations.get(L.SIMULATOR_DERIVED) != derived:
-            meta_patch["annotations"] = {L.SIMULATOR_DERIVED: derived}
+        if annotation_patch:
+            meta_patch["annotations"] = annotation_patch
         if meta_patch:
             self.kube.patch(f"{NODES}/{si.node}", {"metadata": meta_patch})
             wrote = True
@@ -268,13 +306,13 @@ def attach(kubeconfig: Path, spec: ClusterSpec, *, say: Callable[[str], None] | 
     the settled state with :func:`summarize_notes` after the stacks ran.
     """
     sim = Simulator(spec, Path(kubeconfig), say=say)
-    report = sim.sync()
+    report = sim.settle()
     sim.say(BANNER)
     sim.say(
         f"✓ {report.nodes} simulated nodes ({len(report.created)} created, {len(report.updated)} updated, "
         f"{report.writes} writes)"
     )
     if report.notes:
-        sim.say(f"  {len(report.notes)} GPU node(s) wait for their agents' configuration (device-plugin and MIG "
-                "ConfigMaps, deployed by the platform stack); GPUs are advertised unshared until then")
+        sim.say(f"  {len(report.notes)} GPU node(s) wait for their agents' configuration (the GPU Operator's "
+                "namespace and ConfigMaps, deployed by the platform stack); no GPUs are advertised until then")
     return sim

@@ -30,6 +30,12 @@ def pci_bus_id(index: int) -> str:
     return f"0000:{0x18 + 0x10 * index:02x}:00.0"
 
 
+def pcie_root(index: int) -> str:
+    """The PCIe root complex above GPU ``index`` (``pci<domain>:<bus>``): two GPUs per root, as on
+    an 8-GPU HGX board where GPU pairs share a PCIe switch."""
+    return f"pci0000:{0x10 + 0x20 * (index // 2):02x}"
+
+
 @dataclass(frozen=True)
 class Silicon:
     """What a machine physically has: its GPUs and RDMA NICs."""

@@ -75,8 +75,15 @@ class ChartRef(Model):
     """Where a Helm chart comes from. ``repository`` is a chart repository URL or a local path."""
 
     repository: str
-    version: str
+    version: str = Field(description="The exact chart version (SemVer, e.g. 26.3.0): never a range or latest.")
     chart: str
+
+    @field_validator("version")
+    @classmethod
+    def _exact(cls, v: str) -> str:
+        if not re.fullmatch(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", v):
+            raise ValueError(f"chart version {v!r} is not an exact version; pin one, e.g. 1.2.3")
+        return v
 
 
 def _chart(name: str) -> ChartRef:
@@ -487,15 +494,23 @@ class Networking(Model):
 
 
 class Quota(Model):
-    gpus: int = Field(default=0, ge=0, description="requests/limits.nvidia.com/gpu.")
+    gpus: int = Field(
+        default=0, ge=0,
+        description="requests.nvidia.com/gpu: whole or time-sliced GPUs of device-plugin pools (and GPUs the DRA "
+        "chart's gpu.nvidia.com class serves under that name).",
+    )
     cpu: Cpu | None = None
     memory: Memory | None = None
     pods: int | None = Field(default=None, ge=0)
     device_classes: dict[str, int] = Field(
-        default_factory=dict, description="DRA: devices per DeviceClass (<class>.deviceclass.resource.k8s.io/devices)."
+        default_factory=dict,
+        description="DRA: the DeviceClasses this tenant may claim, with devices per class "
+        "(<class>.deviceclass.resource.k8s.io/devices). Claims on any other class are refused at admission.",
     )
     extended: dict[str, int] = Field(
-        default_factory=dict, description="Other extended resources, e.g. nvidia.com/mig-1g.10gb: 7."
+        default_factory=dict,
+        description="Other extended resources, e.g. nvidia.com/mig-1g.10gb: 7, nvidia.com/gpu.shared: 4, "
+        "rdma/rdma_shared_device_a: 2. Every GPU or RDMA resource the cluster offers that is not named here is 0.",
     )
 
 
@@ -521,12 +536,23 @@ class Tenant(Model):
     queue: QueueSpec = Field(default_factory=QueueSpec)
     priority_classes: list[str] = Field(
         default_factory=lambda: ["training", "batch-inference", "notebooks"],
-        description="PriorityClasses this tenant may use (quota scopes).",
+        description="PriorityClasses this tenant's pods and Volcano jobs may name (an admission policy refuses "
+        "others); pods that name none run at priority 0.",
     )
     admins: list[str] = Field(default_factory=list, description="Groups bound to the tenant-admin Role.")
     users: list[str] = Field(default_factory=list, description="Groups bound to the tenant-user Role.")
     claim_templates: list[str] = Field(default_factory=list, description="dra.claimTemplates offered here.")
     container_defaults: ContainerDefaults = Field(default_factory=ContainerDefaults)
+    egress_cidrs: list[str] = Field(
+        default_factory=list,
+        description="Networks this tenant's pods may reach besides their own namespace and cluster DNS "
+        "(egress is denied otherwise), e.g. an object store's 10.20.0.0/16.",
+    )
+
+    @property
+    def allowed_device_classes(self) -> list[str]:
+        """The DeviceClasses this tenant may claim: those its quota names."""
+        return sorted(self.quota.device_classes)
 
     @property
     def ns(self) -> str:

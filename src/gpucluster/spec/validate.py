@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from gpucluster import catalog, versions
 from gpucluster.catalog import GpuModel
+from gpucluster.devices import DRA_CHART_DEVICE_CLASSES
 from gpucluster.errors import Problem
 from gpucluster.spec import capacity, features, networks
 from gpucluster.spec import mig as miglib
@@ -25,6 +26,13 @@ DRIVER_IMAGE_OSES = ("ubuntu22.04", "ubuntu24.04", "rhel9")
 #: Oldest NVIDIA driver branch the DRA driver serves GPUs with (dra-driver-nvidia-gpu 0.4.1,
 #: README; tests/upstream/facts/dra-driver.yaml min-nvidia-driver).
 MIN_DRA_DRIVER_BRANCH = 565
+#: Namespaces Kubernetes itself creates and uses.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: Namespaces of the pod networks tests/upstream/facts/cni.yaml weighs: flannel's chart and Calico's
+#: operator chart (facts flannel-chart-install-namespace, calico-chart-namespace).
+POD_NETWORK_NAMESPACES = ("kube-flannel", "tigera-operator")
+#: Extended resource names the quota spells in its own fields.
+IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 class _Collector:
@@ -205,6 +213,13 @@ def _operators(spec: ClusterSpec, c: _Collector) -> None:
         c.error("gpuOperator.migStrategy", f"MPS pools ({', '.join(mps)}) cannot run with migStrategy: mixed: "
                 "the NVIDIA device plugin refuses to start (\"using --mig-strategy=mixed is not supported with MPS\")",
                 "set gpuOperator.migStrategy: single, or share those pools with time-slicing")
+    if gop.enabled and gop.toolkit and not gop.cdi and spec.tenants:
+        # Without CDI the operator makes the NVIDIA runtime containerd's default, and the toolkit accepts
+        # NVIDIA_VISIBLE_DEVICES from unprivileged containers by default (accept-nvidia-visible-devices-
+        # envvar-when-unprivileged = true, nvidia-container-toolkit v1.19.0 api/config/v1/config.go:106).
+        c.warn("gpuOperator.cdi", "with CDI off the NVIDIA runtime is the default runtime: a tenant pod on a GPU "
+               "node gets every GPU its image's NVIDIA_VISIBLE_DEVICES names, outside its quota",
+               "keep gpuOperator.cdi: true (GPUs then reach containers only through the device plugin or DRA)")
     if spec.dra.enabled and any(p.dra for p in spec.node_pools) and not gop.enabled and not host_driver:
         c.warn("gpuOperator.enabled", "DRA pools without the GPU Operator need a host-managed driver",
                "set gpuOperator.driver.managedBy: host")
@@ -250,7 +265,7 @@ def _dra(spec: ClusterSpec, c: _Collector) -> None:
     d = spec.dra
     c.duplicates("dra.deviceClasses", (dc.name for dc in d.device_classes))
     c.duplicates("dra.claimTemplates", (t.name for t in d.claim_templates))
-    classes = {dc.name for dc in d.device_classes} | {"gpu.nvidia.com", "mig.nvidia.com"}
+    classes = {dc.name for dc in d.device_classes} | set(DRA_CHART_DEVICE_CLASSES)
     profiles = {p for m in catalog.catalog().values() if m.mig for p in m.mig.profiles}
     for i, dc in enumerate(d.device_classes):
         s = dc.selector
@@ -380,25 +395,64 @@ def _ip_pool(spec: ClusterSpec, c: _Collector, base: str, net: SecondaryNetwork)
                f"{what}; pods beyond {block} on a node get no address", "widen cidr or lower the pods per node")
 
 
+def reserved_namespaces(spec: ClusterSpec) -> dict[str, str]:
+    """Namespaces a tenant must not take, each with what it belongs to.
+
+    A tenant's objects there would put operator pods under the tenant's quota, default-deny network
+    policy and admission policy, and hand the tenant's groups rights in the operator's namespace.
+    """
+    out = {ns: "a Kubernetes system namespace" for ns in SYSTEM_NAMESPACES}
+    out |= {ns: "a pod network's namespace" for ns in POD_NETWORK_NAMESPACES}
+    out[spec.gpu_operator.namespace] = "the GPU Operator's namespace (gpuOperator.namespace)"
+    out[spec.dra.namespace] = "the DRA driver's namespace (dra.namespace)"
+    out[spec.scheduling.volcano.namespace] = "Volcano's namespace (scheduling.volcano.namespace)"
+    out[spec.networking.network_operator.namespace] = ("the network operator's namespace "
+                                                       "(networking.networkOperator.namespace)")
+    out[spec.monitoring.namespace] = "the monitoring namespace (monitoring.namespace)"
+    return out
+
+
 def _tenants(spec: ClusterSpec, c: _Collector, capacity_known: bool) -> None:
     c.duplicates("tenants", (t.name for t in spec.tenants))
     c.duplicates("tenants", (t.ns for t in spec.tenants), what="namespace")
     priorities = {p.name for p in spec.scheduling.priority_classes}
-    classes = {dc.name for dc in spec.dra.device_classes} | {"gpu.nvidia.com", "mig.nvidia.com"}
-    templates = {t.name for t in spec.dra.claim_templates}
+    classes = {dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES)
+    templates = {t.name: t for t in spec.dra.claim_templates}
+    reserved = reserved_namespaces(spec)
     for i, t in enumerate(spec.tenants):
         base = f"tenants[{i}]"
-        if t.ns in {"default", "kube-system", "kube-public", "kube-node-lease"}:
-            c.error(f"{base}.namespace", f"{t.ns!r} is a system namespace", "give the tenant its own namespace")
+        if t.ns in reserved:
+            c.error(f"{base}.namespace", f"tenant namespace {t.ns!r} is {reserved[t.ns]}",
+                    f"give the tenant a namespace of its own, e.g. namespace: {t.name}-workloads")
+        if t.pod_security == "privileged":
+            c.warn(f"{base}.podSecurity", "privileged pods reach every GPU of the node they run on, outside "
+                   "the tenant's quota", "use restricted (the default) or baseline")
         for j, p in enumerate(t.priority_classes):
             if p not in priorities:
                 c.error(f"{base}.priorityClasses[{j}]", f"unknown PriorityClass {p!r}", _close(p, priorities))
         for name in t.quota.device_classes:
             if name not in classes:
                 c.error(f"{base}.quota.deviceClasses.{name}", f"unknown DeviceClass {name!r}", _close(name, classes))
+        _extended(c, f"{base}.quota.extended", t.quota.extended)
         for j, name in enumerate(t.claim_templates):
             if name not in templates:
                 c.error(f"{base}.claimTemplates[{j}]", f"unknown claim template {name!r}", _close(name, templates))
+                continue
+            cls, count = templates[name].device_class, templates[name].count
+            allowed = t.quota.device_classes.get(cls)
+            if allowed is None:
+                c.error(f"{base}.claimTemplates[{j}]", f"claim template {name!r} claims DeviceClass {cls!r}, which "
+                        f"tenant {t.name!r} may not claim", f"add quota.deviceClasses.{cls}: <devices>, or drop the "
+                        "template")
+            elif count > allowed:
+                c.error(f"{base}.claimTemplates[{j}]", f"claim template {name!r} claims {count} {cls!r} devices, "
+                        f"above the tenant's quota of {allowed}", f"raise quota.deviceClasses.{cls} to {count}")
+        for j, cidr in enumerate(t.egress_cidrs):
+            try:
+                ipaddress.ip_network(cidr, strict=True)
+            except ValueError as err:
+                c.error(f"{base}.egressCidrs[{j}]", f"invalid CIDR {cidr!r}: {err}",
+                        "write it like 10.20.0.0/16 (host bits zero)")
         cap = t.queue.capability_gpus
         if cap is not None and t.quota.gpus and cap > t.quota.gpus:
             c.warn(f"{base}.queue.capabilityGpus", f"queue capability {cap} is above the namespace GPU quota "
@@ -419,6 +473,23 @@ def _tenants(spec: ClusterSpec, c: _Collector, capacity_known: bool) -> None:
     if caps > gpus:
         c.warn("tenants", f"queue capabilities add up to {caps} GPUs, above the cluster's {gpus}",
                "fine for borrowing, but queues cannot all reach their capability at once")
+
+
+def _extended(c: _Collector, path: str, extended: dict[str, int]) -> None:
+    """quota.extended keys are resource names as pods request them; the GPU and DRA ones have own fields."""
+    for name in extended:
+        where = f"{path}.{name}"
+        if name.startswith(("requests.", "limits.")):
+            c.error(where, f"{name!r} is a quota key, not a resource name",
+                    f"write the resource as pods request it: {name.split('.', 1)[1]}")
+        elif name == "nvidia.com/gpu":
+            c.error(where, "nvidia.com/gpu has its own field", "use quota.gpus")
+        elif name.startswith(IMPLICIT_CLASS_PREFIX):
+            c.error(where, f"{name!r} is a DeviceClass's extended resource",
+                    f"use quota.deviceClasses.{name.removeprefix(IMPLICIT_CLASS_PREFIX)}")
+        elif "/" not in name:
+            c.error(where, f"{name!r} is not an extended resource name (domain/name)",
+                    "e.g. nvidia.com/mig-1g.10gb or rdma/rdma_shared_device_a; cpu and memory have own fields")
 
 
 def _cost(spec: ClusterSpec, c: _Collector) -> None:

@@ -8,17 +8,18 @@ integration tests.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from gpucluster import expected
-from gpucluster.devices import DRA_DRIVER
+from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device
 from gpucluster.expected import HostState
 from gpucluster.render.monitoring import alert_rules
-from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.spec.quantity import parse_quantity
 from gpucluster.verify import cel
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
+from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
 
 GPU_PREFIXES = ("nvidia.com/", "rdma/")
 
@@ -30,10 +31,10 @@ def _ready(node: dict) -> str:
     return "Unknown"
 
 
-def _gpu_problem(condition: dict) -> bool:
+def _gpu_condition(condition: dict) -> bool:
     """Node-problem-detector style conditions (True = problem) that concern GPUs, e.g. GpuUnhealthy."""
     kind = condition.get("type", "")
-    return kind != "Ready" and "gpu" in kind.lower() and condition.get("status") == "True"
+    return kind != "Ready" and "gpu" in kind.lower()
 
 
 def _ext(resources: dict) -> dict[str, int]:
@@ -41,8 +42,14 @@ def _ext(resources: dict) -> dict[str, int]:
     return {k: int(parse_quantity(str(v))) for k, v in resources.items() if k.startswith(GPU_PREFIXES)}
 
 
+def managed_taint_keys(spec: ClusterSpec, states: dict[str, HostState]) -> set[str]:
+    """Taint keys the spec manages: every key any host is expected to carry, and the GPU taint."""
+    return {t.split(":")[0].split("=")[0] for s in states.values() for t in s.taints} | {"nvidia.com/gpu"}
+
+
 def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) -> Iterator[Result]:
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
+    managed = managed_taint_keys(spec, states)
     for name, want in states.items():
         node = nodes.get(name)
         if node is None:
@@ -58,25 +65,37 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState])
         yield compare("node-allocatable", name, want.resources, allocatable,
                       "; ".join(f"{n} {k} withheld (unhealthy devices?)" for k, n in sorted(withheld.items())))
         if want.gpu_count:
+            gpu_conditions = [c for c in status.get("conditions", []) if _gpu_condition(c)]
             bad = [f"{c['type']}: {c.get('message') or c.get('reason') or 'True'}"
-                   for c in status.get("conditions", []) if _gpu_problem(c)]
+                   for c in gpu_conditions if c.get("status") == "True"]
             if bad:
                 yield fail("gpu-health", name, "no GPU problem conditions", "; ".join(bad))
+            elif not gpu_conditions:
+                yield skip("gpu-health", name, "no agent reports GPU conditions on this node (a node-problem-"
+                           "detector GPU monitor would); DCGM health is checked with --metrics-url")
             else:
-                yield ok("gpu-health", name, "no GPU problem conditions", "none")
+                yield ok("gpu-health", name, "no GPU problem conditions",
+                         ", ".join(f"{c['type']}=False" for c in gpu_conditions))
         labels = node["metadata"].get("labels", {})
         wrong = {k: labels.get(k, "(missing)") for k, v in want.labels.items() if labels.get(k) != v}
         if wrong:
             yield fail("node-labels", name, {k: want.labels[k] for k in wrong}, wrong)
         else:
             yield ok("node-labels", name, f"{len(want.labels)} labels", "all match")
+        # Taints with a key the spec manages must be exactly the expected ones; others (the
+        # node lifecycle's node.kubernetes.io/*, an operator's cordon) are not ours to judge.
         have = {f"{t['key']}={t.get('value', '')}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
-                for t in node.get("spec", {}).get("taints", []) or []}
-        missing = [t for t in want.taints if t not in have]
-        if missing:
-            yield fail("node-taints", name, want.taints, sorted(have), f"missing {', '.join(missing)}")
+                for t in node.get("spec", {}).get("taints", []) or [] if t["key"] in managed}
+        missing, extra = sorted(set(want.taints) - have), sorted(have - set(want.taints))
+        if missing or extra:
+            why = "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
+                            + ([f"unexpected {', '.join(extra)}"] if extra else []))
+            yield fail("node-taints", name, sorted(want.taints) or "(none)", sorted(have) or "(none)", why)
         else:
-            yield ok("node-taints", name, want.taints or "(none)", sorted(have) or "(none)")
+            yield ok("node-taints", name, sorted(want.taints) or "(none)", sorted(have) or "(none)")
+    for name in sorted(set(nodes) - set(states)):
+        yield fail("node-known", name, "a host of the spec", "not in the spec",
+                   "a node the spec does not list: add it to hosts (and a pool), or remove it from the cluster")
 
 
 def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) -> Iterator[Result]:
@@ -92,28 +111,75 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) 
         if s.get("driver") == DRA_DRIVER and s.get("nodeName"):
             by_node.setdefault(s["nodeName"], []).extend(s.get("devices", []))
     for name, want in dra_hosts.items():
-        got = {d["name"]: d for d in by_node.get(name, [])}
-        problems = []
-        missing = [d.name for d in want.devices if d.name not in got]
-        if missing:
-            problems.append(f"missing {', '.join(missing)}")
-        for d in want.devices:
-            dev = got.get(d.name)
-            if dev is None:
-                continue
-            attrs = {k.split("/")[-1]: next(iter(v.values())) for k, v in dev.get("attributes", {}).items()}
-            for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile)):
-                if value is not None and attrs.get(key) != value:
-                    problems.append(f"{d.name}.{key}={attrs.get(key)!r} (want {value!r})")
-            mem = dev.get("capacity", {}).get("memory", {}).get("value")
-            if mem is None or int(parse_quantity(str(mem))) != d.memory_bytes:
-                problems.append(f"{d.name}.memory={mem} (want {d.memory_bytes})")
+        got = by_node.get(name, [])
+        problems = device_problems(want.devices, got)
         exp = f"{len(want.devices)} devices"
         if problems:
             yield fail("dra-slices", name, exp, f"{len(got)} devices", "; ".join(problems[:5]))
         else:
             yield ok("dra-slices", name, exp, f"{len(got)} devices")
     yield from _device_class_checks(spec, snap)
+
+
+def _attrs(dev: dict) -> dict[str, object]:
+    return {k.split("/")[-1]: next(iter(v.values())) for k, v in (dev.get("attributes") or {}).items()}
+
+
+def device_problems(want: list[Device], got: list[dict]) -> list[str]:
+    """How a node's published devices differ from the expected ones.
+
+    Whole GPUs are matched by name. MIG devices are matched by GPU and profile: each name must be the
+    driver's ``gpu-<minor>-mig-<profile>-<id>-<start>`` with a start where the profile may be placed,
+    the instances of one GPU must not overlap, and every GPU must carry the expected count per profile.
+    """
+    problems: list[str] = []
+    by_name = {d["name"]: d for d in got}
+    seen: set[str] = set()
+
+    def check(d: Device, dev: dict) -> None:
+        attrs = _attrs(dev)
+        for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile)):
+            if value is not None and attrs.get(key) != value:
+                problems.append(f"{dev['name']}.{key}={attrs.get(key)!r} (want {value!r})")
+        mem = (dev.get("capacity") or {}).get("memory", {}).get("value")
+        if mem is None or int(parse_quantity(str(mem))) != d.memory_bytes:
+            problems.append(f"{dev['name']}.memory={mem} (want {d.memory_bytes})")
+
+    for d in want:
+        if d.type == "gpu":
+            if d.name not in by_name:
+                problems.append(f"missing {d.name}")
+            else:
+                seen.add(d.name)
+                check(d, by_name[d.name])
+    mig_want: dict[str, list[Device]] = {}
+    for d in want:
+        if d.type == "mig":
+            mig_want.setdefault(d.name, []).append(d)
+    used: dict[int, set[int]] = {}
+    for prefix, wanted in sorted(mig_want.items()):
+        found = []
+        for dev_name, dev in by_name.items():
+            m = MIG_DEVICE_NAME.match(dev_name)
+            if m and dev_name.rsplit("-", 2)[0] == prefix:
+                found.append((int(m.group(4)), dev))
+        if len(found) != len(wanted):
+            problems.append(f"{prefix}-*: {len(found)} devices (want {len(wanted)})")
+        d = wanted[0]
+        for start, dev in found:
+            seen.add(dev["name"])
+            check(d, dev)
+            span = set(range(start, start + d.slices))
+            if start not in d.starts:
+                problems.append(f"{dev['name']}: {d.profile} cannot start at memory slice {start} "
+                                f"(valid: {', '.join(map(str, d.starts))})")
+            elif span & used.setdefault(d.gpu, set()):
+                problems.append(f"{dev['name']}: overlaps another MIG device of gpu-{d.gpu}")
+            used[d.gpu] |= span
+    extra = sorted(set(by_name) - seen)
+    if extra:
+        problems.append(f"unexpected {', '.join(extra[:5])}")
+    return problems
 
 
 def _device_class_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
@@ -142,60 +208,30 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
                        "no published device satisfies the selector")
 
 
-def daemonset_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
-    namespaces = {spec.gpu_operator.namespace: spec.gpu_operator.enabled, spec.dra.namespace: spec.dra.enabled,
-                  spec.networking.network_operator.namespace: spec.networking.network_operator.enabled}
-    for ns, enabled in namespaces.items():
-        if not enabled:
-            continue
-        sets = [d for d in snap.daemonsets if d["metadata"].get("namespace") == ns]
-        if not sets:
-            yield skip("daemonsets-ready", ns, "no DaemonSets in this namespace: the operator is not installed "
-                       "here (in the local world simulated agents stand in for it)")
-            continue
-        for d in sets:
-            st = d.get("status", {})
-            want, ready = st.get("desiredNumberScheduled", 0), st.get("numberReady", 0)
-            yield compare("daemonsets-ready", f"{ns}/{d['metadata']['name']}", f"{want} ready", f"{ready} ready")
+def daemonset_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
+                     charts_reachable: bool = True) -> Iterator[Result]:
+    """Every DaemonSet an enabled feature creates runs, ready, on exactly the hosts it must cover.
 
-
-def tenant_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
-    quotas = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in snap.quotas}
-    limits = {lr["metadata"]["namespace"] for lr in snap.limit_ranges}
-    queues = {q["metadata"]["name"]: q for q in snap.queues or []}
-    for t in spec.tenants:
-        subject = f"tenants/{t.name}"
-        q = quotas.get((t.ns, "gpucluster-quota"))
-        if q is None:
-            yield fail("tenant-quota", subject, f"ResourceQuota in {t.ns}", "missing")
-        else:
-            hard = q.get("spec", {}).get("hard", {})
-            yield compare("tenant-quota", subject, f"requests.nvidia.com/gpu={t.quota.gpus}",
-                          f"requests.nvidia.com/gpu={hard.get('requests.nvidia.com/gpu', '(none)')}")
-        yield compare("tenant-limitrange", subject, f"LimitRange in {t.ns}",
-                      f"LimitRange in {t.ns}" if t.ns in limits else "missing")
-        if not spec.scheduling.volcano.enabled:
+    A missing DaemonSet fails, unless its chart is not installed on purpose (the local world):
+    then it is not measured, with that reason.
+    """
+    present = {(d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in snap.daemonsets}
+    for (ns, name), hosts in sorted(expected.daemonsets(spec).items()):
+        subject = f"{ns}/{name}"
+        want = f"{len(hosts)} scheduled, {len(hosts)} ready"
+        ds = present.get((ns, name))
+        if ds is None:
+            if not charts_reachable:
+                yield skip("daemonsets-ready", subject, "its chart is not installed here (local world: chart "
+                           "repositories are unreachable; the GPU simulator stands in for its pods)")
+            else:
+                yield fail("daemonsets-ready", subject, want, "missing", "the operator did not create it")
             continue
-        if snap.queues is None:
-            yield skip("tenant-queue", subject, "Volcano's Queue CRD is not installed")
-            continue
-        queue = queues.get(t.name)
-        cap = (queue or {}).get("spec", {}).get("capability", {}).get("nvidia.com/gpu")
-        yield compare("tenant-queue", subject, f"queue capability {queue_capability(t)} GPUs",
-                      f"queue capability {cap} GPUs" if queue else "missing")
-
-
-def security_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
-    """Tenant namespaces enforce their Pod Security level and are isolated by a NetworkPolicy."""
-    namespaces = {n["metadata"]["name"]: n for n in snap.namespaces}
-    policies = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in snap.network_policies}
-    for t in spec.tenants:
-        ns = namespaces.get(t.ns)
-        level = (ns or {}).get("metadata", {}).get("labels", {}).get("pod-security.kubernetes.io/enforce")
-        isolated = (t.ns, "gpucluster-isolate") in policies
-        yield compare("tenant-security", f"tenants/{t.name}",
-                      f"pod-security={t.pod_security}, isolated",
-                      f"pod-security={level or 'none'}, {'isolated' if isolated else 'no NetworkPolicy'}")
+        st = ds.get("status") or {}
+        got = f"{st.get('desiredNumberScheduled', 0)} scheduled, {st.get('numberReady', 0)} ready"
+        yield compare("daemonsets-ready", subject, want, got,
+                      "scheduled on other nodes than the spec's (node selector, labels or taints?)"
+                      if st.get("desiredNumberScheduled", 0) != len(hosts) else "pods not ready")
 
 
 def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
@@ -207,14 +243,46 @@ def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
         yield compare("priority-classes", f"priorityclass/{pc.name}", want, actual)
 
 
-def pin_checks(spec: ClusterSpec) -> Iterator[Result]:
-    import re
+def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = True) -> Iterator[Result]:
+    """Every release the spec installs is deployed in its namespace with the pinned chart and version.
 
+    Read from Helm's own release records. Where chart repositories cannot be reached (the local
+    world), releases from a repository are not installed on purpose: not measured, with that reason.
+    """
     from gpucluster.render import releases
+    from gpucluster.verify import helm
 
-    for rel in releases(spec):
-        exact = bool(re.fullmatch(r"v?\d+\.\d+\.\d+", rel.version))
-        yield (ok if exact else fail)("charts-pinned", f"release/{rel.name}", "exact version", rel.version or "(none)")
+    wanted = releases(spec)
+    if not wanted:
+        return
+    if snap.helm_releases is None:
+        for rel in wanted:
+            yield skip("charts-installed", f"release/{rel.name}", snap.helm_error or "Helm records not read")
+        return
+    installed: dict[tuple[str, str], helm.Installed] = {}
+    broken: list[str] = []
+    for secret in snap.helm_releases:
+        try:
+            rec = helm.decode(secret)
+        except ValueError as err:
+            broken.append(str(err))
+            continue
+        installed[(rec.namespace, rec.name)] = rec
+    for rel in wanted:
+        subject = f"release/{rel.name}"
+        want = f"{rel.chart} {rel.version.lstrip('v')} in {rel.namespace}"
+        found = installed.get((rel.namespace, rel.name))
+        if found is None:
+            local_path = not rel.repository.startswith(("http://", "https://", "oci://"))
+            if not charts_reachable and not local_path:
+                yield skip("charts-installed", subject, "chart repositories are unreachable here (local world): "
+                           "not installed on purpose; the GPU simulator stands in for its node agents")
+            else:
+                yield fail("charts-installed", subject, want, "not installed",
+                           "; ".join(broken[:2]) or "no deployed Helm release of that name in the namespace")
+            continue
+        yield compare("charts-installed", subject, want,
+                      f"{found.chart} {found.version.lstrip('v')} in {found.namespace}")
 
 
 def alert_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
@@ -233,15 +301,30 @@ def alert_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
         yield ok("alert-rules", "monitoring", f"{len(want)} alerts", "all loaded")
 
 
-def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None) -> list[Result]:
-    """Every cluster check; ``states`` (from :func:`expected.host_states`) is computed when not given."""
+def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str | None = None) -> Snapshot:
+    """The snapshot every check of ``spec`` needs: the LISTs and the tenant access reviews."""
+    from gpucluster.verify import snapshot, tenancy
+
+    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec))
+
+
+def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
+        charts_reachable: bool = True) -> list[Result]:
+    """Every cluster check; ``states`` (from :func:`expected.host_states`) is computed when not given.
+
+    ``charts_reachable`` False (the local world): releases from chart repositories are not installed
+    on purpose, so what depends on them is not measured (with that reason) instead of failed.
+    """
     states = states if states is not None else expected.host_states(spec)
     return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
-            *daemonset_checks(spec, snap), *tenant_checks(spec, snap), *security_checks(spec, snap),
-            *priority_checks(spec, snap), *alert_checks(spec, snap), *pin_checks(spec)]
+            *daemonset_checks(spec, snap, states, charts_reachable=charts_reachable),
+            *tenant_checks(spec, snap), *security_checks(spec, snap),
+            *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
+            *alert_checks(spec, snap), *chart_checks(spec, snap, charts_reachable=charts_reachable)]
 
 
-def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = ()) -> list[Result]:
+def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = (), *,
+         charts_reachable: bool = True) -> list[Result]:
     """Every row `gpucluster verify` shows without --hosts: the cluster checks and the DCGM metric checks.
 
     The CLI and the pytest suite both call this, so they report the same rows.
@@ -249,4 +332,4 @@ def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = ()) 
     from gpucluster.verify import health
 
     states = expected.host_states(spec)  # once: the cluster and the metric checks both use it
-    return [*run(spec, snap, states), *health.metric_checks(states, metrics_urls)]
+    return [*run(spec, snap, states, charts_reachable=charts_reachable), *health.metric_checks(states, metrics_urls)]

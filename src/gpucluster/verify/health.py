@@ -13,6 +13,9 @@ from gpucluster.expected import HostState
 from gpucluster.promtext import scrape
 from gpucluster.verify.model import Result, fail, ok, skip
 
+XID = "DCGM_FI_DEV_XID_ERRORS"
+ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+
 
 def metric_checks(states: dict[str, HostState], urls: Iterable[str]) -> Iterator[Result]:
     urls = list(urls)
@@ -28,6 +31,7 @@ def metric_checks(states: dict[str, HostState], urls: Iterable[str]) -> Iterator
         except (OSError, ValueError) as err:
             yield fail("gpu-metrics", url, "reachable DCGM exporter", f"unreachable: {err}")
     seen: dict[str, set[str]] = {}
+    measured: dict[tuple[str, str], set[str]] = {}  # (node, metric) -> GPUs with a series of it
     xid: dict[tuple[str, str], float] = {}
     dbe: dict[tuple[str, str], float] = {}
     for s in samples:
@@ -36,9 +40,10 @@ def metric_checks(states: dict[str, HostState], urls: Iterable[str]) -> Iterator
         if node not in gpu_hosts:
             continue
         seen.setdefault(node, set()).add(gpu)
-        if s.name == "DCGM_FI_DEV_XID_ERRORS" and s.value:
+        measured.setdefault((node, s.name), set()).add(gpu)
+        if s.name == XID and s.value:
             xid[(node, gpu)] = s.value
-        elif s.name == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" and s.value:
+        elif s.name == ECC_DBE and s.value:
             dbe[(node, gpu)] = s.value
     for name, state in gpu_hosts.items():
         gpus = seen.get(name, set())
@@ -48,13 +53,19 @@ def metric_checks(states: dict[str, HostState], urls: Iterable[str]) -> Iterator
         else:
             yield ok("gpu-count-metrics", name, f"{state.gpu_count} GPUs reporting", f"{len(gpus)} GPUs reporting")
         bad_xid = sorted((g, int(v)) for (n, g), v in xid.items() if n == name)
-        if bad_xid:
+        if not measured.get((name, XID)):
+            yield skip("gpu-xid", name, f"no {XID} series from this node (is the field in the exporter's CSV, "
+                       "and does the exporter run here?)")
+        elif bad_xid:
             yield fail("gpu-xid", name, "no XID errors", ", ".join(f"GPU {g}: XID {v}" for g, v in bad_xid),
                        "see docs/runbooks.md#xid")
         else:
             yield ok("gpu-xid", name, "no XID errors", "none")
         bad_ecc = sorted((g, int(v)) for (n, g), v in dbe.items() if n == name)
-        if bad_ecc:
+        if not measured.get((name, ECC_DBE)):
+            yield skip("gpu-ecc", name, f"no {ECC_DBE} series from this node (is the field in the exporter's CSV, "
+                       "and does the exporter run here?)")
+        elif bad_ecc:
             yield fail("gpu-ecc", name, "no double-bit ECC errors",
                        ", ".join(f"GPU {g}: {v} DBE" for g, v in bad_ecc), "see docs/runbooks.md#ecc")
         else:

@@ -1,11 +1,15 @@
 """Host checks through testinfra: driver, nouveau, swap, sysctls, modules, containerd, kubelet, RDMA.
 
-Checks that need a device (``nvidia-smi``, RDMA ports) are skipped with the reason where the host has
-no such device (a container, a VM without passthrough), never passed silently.
+A check is *not measured* (with its reason) only where the host cannot have what it looks at: no
+NVIDIA PCI device at all (a container, a VM without passthrough) for the driver checks, no NVIDIA
+network PCI device for the RDMA check, a value that cannot be read. A host that has the hardware but
+not the software (an NVIDIA GPU without ``/dev/nvidia0``, a Mellanox NIC without its RDMA device, a
+spec host without kubelet) fails: that is exactly the broken host the checks exist for.
 """
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,14 +20,45 @@ from gpucluster.verify.model import Result, compare, fail, ok, skip
 SYSCTLS = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1",
            "net.bridge.bridge-nf-call-ip6tables": "1"}
 MODULES = ("overlay", "br_netfilter")
+NVIDIA_PCI = "0x10de"
+MELLANOX_PCI = "0x15b3"
 # Every check family host_checks can yield, in order (the pytest suite has one test per family).
-HOST_CHECKS = ("host-swap", "host-sysctl", "host-modules", "host-nouveau", "host-containerd", "host-nvidia-smi",
-               "host-nvidia-module", "host-kubelet", "host-rdma")
+HOST_CHECKS = ("host-swap", "host-sysctl", "host-modules", "host-kubelet", "host-nouveau", "host-containerd",
+               "host-nvidia-module", "host-nvidia-smi", "host-rdma")
 
 
 def _run(h: Any, cmd: str) -> tuple[int, str]:
     r = h.run(cmd)
     return r.rc, (r.stdout or "").strip()
+
+
+def _pci_vendor_present(h: Any, vendor: str) -> bool | None:
+    """Whether a PCI device of ``vendor`` (``0x10de`` NVIDIA, ``0x15b3`` Mellanox) exists; None if unreadable."""
+    rc, out = _run(h, "cat /sys/bus/pci/devices/*/vendor 2>/dev/null")
+    if rc != 0 and not out:
+        return None
+    return vendor in out.split()
+
+
+def containerd_config(h: Any) -> tuple[dict[str, Any] | None, str]:
+    """containerd's merged configuration (``containerd config dump``: the main file and every import)."""
+    rc, out = _run(h, "containerd config dump 2>&1")
+    if rc != 0:
+        return None, out.splitlines()[-1] if out else f"containerd config dump exited {rc}"
+    try:
+        return tomllib.loads(out), ""
+    except tomllib.TOMLDecodeError as err:
+        return None, f"containerd's configuration does not parse: {err}"
+
+
+def cri_settings(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """(runtimes, enable_cdi) of the CRI plugin, for config version 2 (containerd 1.x) and 3 (2.x)."""
+    plugins = config.get("plugins") or {}
+    v2 = plugins.get("io.containerd.grpc.v1.cri") or {}
+    v3 = plugins.get("io.containerd.cri.v1.runtime") or {}
+    runtimes = {**((v2.get("containerd") or {}).get("runtimes") or {}),
+                **((v3.get("containerd") or {}).get("runtimes") or {})}
+    return runtimes, bool(v2.get("enable_cdi") or v3.get("enable_cdi"))
 
 
 def _persisted_sysctl(h: Any, key: str) -> str | None:
@@ -37,56 +72,104 @@ def host_checks(spec: ClusterSpec, host: Host, h: Any) -> Iterator[Result]:
     pool = spec.pool_of(name)
     gpu = pool.gpu if pool else None
     rc, swaps = _run(h, "tail -n +2 /proc/swaps")
-    yield compare("host-swap", name, "no active swap", swaps or "no active swap")
+    if rc != 0:
+        yield skip("host-swap", name, f"/proc/swaps could not be read (exit {rc})")
+    else:
+        yield compare("host-swap", name, "no active swap", swaps or "no active swap")
     for key, want in SYSCTLS.items():
         rc, live = _run(h, f"cat /proc/sys/{key.replace('.', '/')} 2>/dev/null")
         persisted = _persisted_sysctl(h, key)
-        actual = f"live={live or 'n/a'} persisted={persisted or 'missing'}"
-        good = persisted == want and (rc != 0 or live == want)
-        yield (ok if good else fail)("host-sysctl", f"{name}/{key}", f"{want} (live and persisted)", actual)
+        subject = f"{name}/{key}"
+        if persisted != want:
+            yield fail("host-sysctl", subject, f"{want} (live and persisted)",
+                       f"live={live if rc == 0 else 'unreadable'} persisted={persisted or 'missing'}")
+        elif rc != 0:
+            yield skip("host-sysctl", subject, f"persisted {want}, but the live value cannot be read "
+                       f"(/proc/sys/{key.replace('.', '/')}: is the module loaded?)")
+        else:
+            yield (ok if live == want else fail)("host-sysctl", subject, f"{want} (live and persisted)",
+                                                 f"live={live} persisted={persisted}")
     rc, conf = _run(h, "cat /etc/modules-load.d/*.conf 2>/dev/null")
     listed = {line.strip() for line in conf.splitlines() if line.strip() and not line.startswith("#")}
     for mod in MODULES:
         yield compare("host-modules", f"{name}/{mod}", "persisted in modules-load.d",
                       "persisted in modules-load.d" if mod in listed else "missing")
-    if gpu is None:
-        return
-    rc, _ = _run(h, "grep -qw '^nouveau' /proc/modules")
-    yield compare("host-nouveau", name, "nouveau not loaded", "nouveau loaded" if rc == 0 else "nouveau not loaded")
-    # The NVIDIA runtime is registered in containerd's config (a drop-in under /etc/containerd).
-    # CDI is either native (containerd >= 1.7: enable_cdi = true) or, on older containerd such as
-    # Debian 12's 1.6, done by the NVIDIA runtime in cdi mode.
-    rc, _ = _run(h, "grep -rqs 'nvidia-container-runtime' /etc/containerd")
-    runtime = "registered" if rc == 0 else "missing"
-    rc_native, _ = _run(h, "grep -rqsE 'enable_cdi *= *true' /etc/containerd")
-    rc_mode, _ = _run(h, "grep -qsE '^ *mode *= *\"cdi\"' /etc/nvidia-container-runtime/config.toml")
-    cdi = "containerd" if rc_native == 0 else "nvidia runtime cdi mode" if rc_mode == 0 else "off"
-    good = runtime == "registered" and cdi != "off"
-    yield (ok if good else fail)("host-containerd", name, "NVIDIA runtime registered, CDI on",
-                                 f"NVIDIA runtime {runtime}, CDI {cdi}")
-    rc, _ = _run(h, "test -e /dev/nvidia0 && command -v nvidia-smi")
-    if rc != 0:
-        yield skip("host-nvidia-smi", name, "no NVIDIA device on this host (/dev/nvidia0 absent)")
-    else:
-        rc, out = _run(h, "nvidia-smi --query-gpu=name --format=csv,noheader")
-        names = [line.strip() for line in out.splitlines() if line.strip()]
-        model = catalog.get(gpu.model)
-        seen = f"{len(names)}x {', '.join(sorted(set(names))) or '?'}" if rc == 0 else f"nvidia-smi failed: {out}"
-        yield compare("host-nvidia-smi", name, f"{gpu.count}x {model.product_name}", seen)
-        rc, _ = _run(h, "grep -qw '^nvidia' /proc/modules")
-        yield compare("host-nvidia-module", name, "loaded", "loaded" if rc == 0 else "not loaded")
     rc, _ = _run(h, "command -v kubelet")
     if rc != 0:
-        yield skip("host-kubelet", name, "kubelet is not installed on this host")
+        yield fail("host-kubelet", name, "active", "not installed", "every spec host runs a kubelet")
     else:
         rc, state = _run(h, "systemctl is-active kubelet")
         yield compare("host-kubelet", name, "active", state or "unknown")
+    if gpu is not None:
+        yield from _gpu_checks(spec, host, h)
     if pool and pool.rdma:
-        rc, devs = _run(h, "ls /sys/class/infiniband 2>/dev/null")
-        if rc != 0 or not devs:
-            yield skip("host-rdma", name, "no RDMA device on this host (/sys/class/infiniband empty)")
-        else:
-            yield ok("host-rdma", name, "RDMA devices", devs.replace("\n", ", "))
+        yield from _rdma_checks(host, h, list(pool.rdma.interfaces), pool.rdma.link_type)
+
+
+def _gpu_checks(spec: ClusterSpec, host: Host, h: Any) -> Iterator[Result]:
+    name = host.name
+    pool = spec.pool_of(name)
+    assert pool and pool.gpu
+    gpu = pool.gpu
+    rc, _ = _run(h, "grep -qw '^nouveau' /proc/modules")
+    yield compare("host-nouveau", name, "nouveau not loaded", "nouveau loaded" if rc == 0 else "nouveau not loaded")
+    # The NVIDIA runtime is registered in containerd's merged configuration; CDI is either native
+    # (containerd >= 1.7: enable_cdi = true) or done by the NVIDIA runtime in cdi mode.
+    config, problem = containerd_config(h)
+    if config is None:
+        yield fail("host-containerd", name, "NVIDIA runtime registered, CDI on", problem)
+    else:
+        runtimes, native_cdi = cri_settings(config)
+        nvidia = [n for n, r in runtimes.items()
+                  if "nvidia-container-runtime" in str(((r or {}).get("options") or {}).get("BinaryName", ""))]
+        rc_mode, _ = _run(h, "grep -qsE '^ *mode *= *\"cdi\"' /etc/nvidia-container-runtime/config.toml")
+        cdi = "containerd" if native_cdi else "nvidia runtime cdi mode" if rc_mode == 0 else "off"
+        good = bool(nvidia) and cdi != "off"
+        actual = f"NVIDIA runtime {'registered (' + ', '.join(nvidia) + ')' if nvidia else 'missing'}, CDI {cdi}"
+        yield (ok if good else fail)("host-containerd", name, "NVIDIA runtime registered, CDI on", actual)
+    present = _pci_vendor_present(h, NVIDIA_PCI)
+    rc, _ = _run(h, "test -e /dev/nvidia0")
+    if present is False:
+        for check in ("host-nvidia-smi", "host-nvidia-module"):
+            yield skip(check, name, "no NVIDIA PCI device on this host (a container or a VM without passthrough)")
+        return
+    if present is None:
+        for check in ("host-nvidia-smi", "host-nvidia-module"):
+            yield skip(check, name, "PCI devices could not be listed (/sys/bus/pci unreadable)")
+        return
+    rc_mod, _ = _run(h, "grep -qw '^nvidia' /proc/modules")
+    yield compare("host-nvidia-module", name, "loaded", "loaded" if rc_mod == 0 else "not loaded")
+    if rc != 0:
+        yield fail("host-nvidia-smi", name, f"{gpu.count}x {catalog.get(gpu.model).product_name}",
+                   "no /dev/nvidia0", "an NVIDIA GPU is on the bus but the driver is not loaded")
+        return
+    rc, out = _run(h, "nvidia-smi --query-gpu=name --format=csv,noheader")
+    names = [line.strip() for line in out.splitlines() if line.strip()]
+    model = catalog.get(gpu.model)
+    seen = f"{len(names)}x {', '.join(sorted(set(names))) or '?'}" if rc == 0 else f"nvidia-smi failed: {out}"
+    yield compare("host-nvidia-smi", name, f"{gpu.count}x {model.product_name}", seen)
+
+
+def _rdma_checks(host: Host, h: Any, interfaces: list[str], link_type: str) -> Iterator[Result]:
+    """Each of the spec's RDMA interfaces has an RDMA port that is ACTIVE with the spec's link layer."""
+    name = host.name
+    present = _pci_vendor_present(h, MELLANOX_PCI)
+    if not present:
+        why = "no NVIDIA (Mellanox) network PCI device on this host" if present is False else \
+            "PCI devices could not be listed (/sys/bus/pci unreadable)"
+        yield skip("host-rdma", name, why)
+        return
+    layer = "InfiniBand" if link_type == "infiniband" else "Ethernet"
+    for ifname in interfaces:
+        rc, out = _run(h, f"cat /sys/class/net/{ifname}/device/infiniband/*/ports/*/state "
+                          f"/sys/class/net/{ifname}/device/infiniband/*/ports/*/link_layer 2>/dev/null")
+        lines = [line.strip() for line in out.splitlines() if line.strip()]
+        if rc != 0 or len(lines) < 2:
+            yield fail("host-rdma", f"{name}/{ifname}", f"RDMA port ACTIVE, {layer}",
+                       "no RDMA device behind this interface", "missing interface or RDMA driver not loaded")
+            continue
+        state, got_layer = lines[0].split(":")[-1].strip(), lines[-1]
+        yield compare("host-rdma", f"{name}/{ifname}", f"RDMA port ACTIVE, {layer}", f"RDMA port {state}, {got_layer}")
 
 
 def connect(host: Host, connection: str) -> Any:

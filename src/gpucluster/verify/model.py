@@ -9,7 +9,9 @@ from enum import Enum
 class Verdict(str, Enum):
     passed = "pass"
     failed = "fail"
-    skipped = "skip"
+    #: The check could not be measured (its reason says why). Never a pass: ``verify`` and ``up``
+    #: fail on it unless the run is declared partial.
+    skipped = "not-measured"
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,22 @@ def fail(check: str, subject: str, expected: object, actual: object, reason: str
 
 
 def skip(check: str, subject: str, reason: str) -> Result:
+    """A row that was not measured, with the reason (shown as "not measured", never as a pass)."""
     return Result(check, subject, Verdict.skipped, reason=reason)
+
+
+def problems(results: list[Result], *, partial: bool) -> str:
+    """Why a run with ``results`` does not pass ("" when it does).
+
+    Failed rows always count; rows that were not measured count unless the run is ``partial`` (a
+    run that knows part of the cluster cannot be measured, e.g. the local world without charts).
+    """
+    failed = sum(r.verdict is Verdict.failed for r in results)
+    unmeasured = sum(r.verdict is Verdict.skipped for r in results)
+    parts = [f"{failed} check(s) failed"] if failed else []
+    if unmeasured and not partial:
+        parts.append(f"{unmeasured} check(s) not measured (each row says why; --partial accepts them)")
+    return "; ".join(parts)
 
 
 def compare(check: str, subject: str, expected: object, actual: object, reason: str = "") -> Result:

@@ -25,7 +25,7 @@ Obj = dict[str, Any]
 
 MIG_PENDING, MIG_REBOOTING, MIG_SUCCESS, MIG_FAILED = "pending", "rebooting", "success", "failed"
 #: The value the MIG manager gives the deploy labels of the GPU clients it stopped.
-PAUSED = "paused-for-mig-change"
+PAUSED = L.DEPLOY_PAUSED
 #: The deploy labels the MIG manager pauses (mig-parted v0.14.0 reconfigure.go:40).
 MIG_PAUSED_LABELS = (
     "nvidia.com/gpu.deploy.device-plugin",

@@ -16,8 +16,13 @@ STYLE = {Verdict.passed: "green", Verdict.failed: "bold red", Verdict.skipped: "
 
 
 def counts(results: list[Result]) -> dict[str, int]:
-    c = Counter(r.verdict.value for r in results)
-    return {"pass": c["pass"], "fail": c["fail"], "skip": c["skip"]}
+    """Rows per verdict: ``pass``, ``fail`` and ``not-measured``."""
+    c = Counter(r.verdict for r in results)
+    return {"pass": c[Verdict.passed], "fail": c[Verdict.failed], "not-measured": c[Verdict.skipped]}
+
+
+def summary_line(c: dict[str, int]) -> str:
+    return f"{c['pass']} passed, {c['fail']} failed, {c['not-measured']} not measured"
 
 
 def table(results: list[Result], console: Console, *, only_problems: bool = False) -> None:
@@ -28,10 +33,10 @@ def table(results: list[Result], console: Console, *, only_problems: bool = Fals
         if only_problems and r.verdict is Verdict.passed:
             continue
         detail = r.actual if not r.reason else f"{r.actual} ({r.reason})" if r.actual else r.reason
-        t.add_row(r.check, r.subject, r.expected, detail, f"[{STYLE[r.verdict]}]{r.verdict.value}[/]")
+        word = "not measured" if r.verdict is Verdict.skipped else r.verdict.value
+        t.add_row(r.check, r.subject, r.expected, detail, f"[{STYLE[r.verdict]}]{word}[/]")
     console.print(t)
-    c = counts(results)
-    console.print(f"{c['pass']} passed, {c['fail']} failed, {c['skip']} skipped")
+    console.print(summary_line(counts(results)))
 
 
 def to_json(results: list[Result], meta: dict) -> str:
@@ -42,14 +47,14 @@ def to_json(results: list[Result], meta: dict) -> str:
 def to_junit(results: list[Result], name: str = "gpucluster-verify") -> str:
     c = counts(results)
     suite = ET.Element("testsuite", name=name, tests=str(len(results)), failures=str(c["fail"]),
-                       skipped=str(c["skip"]), errors="0")
+                       skipped=str(c["not-measured"]), errors="0")
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=r.check, name=r.subject)
         if r.verdict is Verdict.failed:
             f = ET.SubElement(case, "failure", message=r.reason or "mismatch")
             f.text = f"expected: {r.expected}\nactual: {r.actual}"
         elif r.verdict is Verdict.skipped:
-            ET.SubElement(case, "skipped", message=r.reason)
+            ET.SubElement(case, "skipped", message=f"not measured: {r.reason}")
     return ET.tostring(suite, encoding="unicode")
 
 

@@ -1,19 +1,52 @@
 """A snapshot of the cluster state verification needs, fetched with a handful of LIST calls.
 
 Responses are read as raw JSON through the client's REST layer: building the client's model objects
-for thousands of nodes costs more than the LIST itself.
+for thousands of nodes costs more than the LIST itself. Besides the LISTs, the caller may pass
+:class:`AccessQuestion` s (who may do what): each is one SubjectAccessReview, answered by the API
+server's own authorizer, so RBAC is checked by its effect rather than by reading Roles.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpucluster import kube
 from gpucluster.errors import ClusterUnreachable
+from gpucluster.verify import helm
 
 Obj = dict[str, Any]
+#: SubjectAccessReviews in flight at once (each is one small POST).
+REVIEW_THREADS = 8
+
+
+@dataclass(frozen=True)
+class AccessQuestion:
+    """May a member of ``group`` do ``verb`` on ``resource`` (``res/sub`` for a subresource)?"""
+
+    group: str
+    verb: str
+    api_group: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+
+    def review(self) -> Obj:
+        """The SubjectAccessReview that asks it, as a user in ``group`` (and every authenticated user's group)."""
+        res, _, sub = self.resource.partition("/")
+        attrs: Obj = {"verb": self.verb, "group": self.api_group, "resource": res}
+        if sub:
+            attrs["subresource"] = sub
+        if self.namespace:
+            attrs["namespace"] = self.namespace
+        if self.name:
+            attrs["name"] = self.name
+        return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+            "user": f"gpucluster-verify:{self.group}", "groups": [self.group, "system:authenticated"],
+            "resourceAttributes": attrs}}
 
 
 @dataclass
@@ -29,7 +62,14 @@ class Snapshot:
     namespaces: list[Obj] = field(default_factory=list)
     network_policies: list[Obj] = field(default_factory=list)
     priority_classes: list[Obj] = field(default_factory=list)
-    calls: int = 0
+    admission_policies: list[Obj] | None = None  # None: admissionregistration.k8s.io/v1 not served
+    admission_bindings: list[Obj] | None = None
+    helm_releases: list[Obj] | None = None  # deployed Helm release records; None: secrets not readable
+    helm_error: str = ""  # why ``helm_releases`` is None
+    access: dict[AccessQuestion, bool] | None = None  # None: not asked, or reviews not allowed
+    access_error: str = ""  # why ``access`` is None when questions were asked
+    calls: int = 0  # LIST calls
+    reviews: int = 0  # SubjectAccessReviews
 
 
 #: Snapshot field → the LIST that fills it.
@@ -45,14 +85,19 @@ PATHS = {
     "namespaces": kube.NAMESPACES,
     "network_policies": kube.NETWORK_POLICIES,
     "priority_classes": kube.PRIORITY_CLASSES,
+    "admission_policies": kube.ADMISSION_POLICIES,
+    "admission_bindings": kube.ADMISSION_POLICY_BINDINGS,
 }
 #: Core APIs every Kubernetes API server serves: absent means it is not one.
 REQUIRED = ("nodes", "daemonsets", "quotas", "limit_ranges", "namespaces")
 
 
-def fetch(kubeconfig: str | Path | None = None, context: str | None = None) -> Snapshot:
+def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
+          questions: Sequence[AccessQuestion] = ()) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
-    queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses (11 calls in all)."""
+    queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
+    bindings, and Helm's deployed release records (14 calls in all); then one SubjectAccessReview per
+    question."""
     snap = Snapshot()
     with kube.Kube(kubeconfig, context=context, timeout=60) as api:
         for attr, path in PATHS.items():
@@ -65,4 +110,30 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None) -> S
             if items is None and attr in REQUIRED:
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
             setattr(snap, attr, items)
+        try:
+            snap.helm_releases = api.list(helm.DEPLOYED)
+            snap.calls += 1
+        except ClusterUnreachable as err:
+            snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
+                               "owner=helm")
+        if questions:
+            review_access(api, snap, questions)
     return snap
+
+
+def review_access(api: kube.Kube, snap: Snapshot, questions: Sequence[AccessQuestion]) -> None:
+    """Ask every question (a few at once); a refused review leaves ``snap.access`` None with the reason."""
+
+    def ask(q: AccessQuestion) -> bool:
+        out = api.create(kube.SUBJECT_ACCESS_REVIEWS, q.review())
+        return bool(out.get("status", {}).get("allowed"))
+
+    try:
+        with ThreadPoolExecutor(REVIEW_THREADS) as pool:
+            answers = list(pool.map(ask, questions))
+    except ClusterUnreachable as err:
+        snap.access_error = (f"{err}; checking tenant RBAC needs create on subjectaccessreviews "
+                             "(authorization.k8s.io)")
+        return
+    snap.access = dict(zip(questions, answers, strict=True))
+    snap.reviews = len(questions)

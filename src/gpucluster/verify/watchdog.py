@@ -30,7 +30,7 @@ import yaml
 
 from gpucluster import labels as L
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.verify.model import Result, fail, ok, skip
+from gpucluster.verify.model import Result, fail, ok
 from gpucluster.verify.nodestate import (
     MIG_FAILED,
     MIG_PENDING,
@@ -117,9 +117,8 @@ def mig_rows(nodes: list[Obj], deadline: float, watch: Watch | None, now: float,
         held = max(change.age or 0.0, watch.observed(name) if watch else 0.0)
         seen = f"; seen {' -> '.join(watch.seen[name])}" if watch and len(watch.seen.get(name, [])) > 1 else ""
         if labels_of(node).get(L.DEPLOY_MIG_MANAGER) == "false" and not change.state:
-            yield skip("mig-reconfig", subject, "MIG is applied by the host (nvidia.com/gpu.deploy.mig-manager=false):"
-                       " no MIG manager reports a state")
-        elif change.state == MIG_FAILED:
+            continue  # the host applies MIG (no MIG manager reports a state): node-capacity judges the layout
+        if change.state == MIG_FAILED:
             yield fail("mig-reconfig", subject, want, change.describe() + seen, recovery_failed(change, ns))
         elif change.in_progress and held >= deadline:
             why = (recovery_2833(change, ns) if change.wedge_signature else

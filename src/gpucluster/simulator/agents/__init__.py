@@ -1,40 +1,94 @@
-"""What NVIDIA's node agents would publish for one node, computed from deployed objects (pure).
+"""What NVIDIA's node agents would publish for each node, from what is deployed (pure but for the oracle).
 
-The GPU simulator stands where GPU Feature Discovery (:mod:`.gfd`), the device plugin
-(:mod:`.device_plugin`), the MIG manager (:mod:`.mig_manager`), the DRA kubelet plugin
-(:mod:`.dra_plugin`) and the RDMA shared device plugin (:mod:`.rdma_plugin`) would run. Like them,
-it reads its configuration from objects in the cluster — the device-plugin sharing ConfigMap (key
-chosen by the node label ``nvidia.com/device-plugin.config``), the mig-parted ConfigMap (config
-chosen by ``nvidia.com/mig.config``), the NicClusterPolicy's RDMA config and tolerations, and the node
-labels that say which agent serves the node — so a wrong rendered object shows up as a wrong node. It
-also publishes the labels NFD and the network operator put on nodes with NVIDIA NICs (the RDMA plugin's
-DaemonSet selects on them). Only the silicon (GPU model and count, NICs) comes from the spec.
+The GPU simulator stands where the GPU Operator (:mod:`.operator`: which operands run, the labels it
+manages), GPU Feature Discovery and the device plugin (:mod:`.device_plugin`, answered by NVIDIA's
+own code through nvidia-oracle), the MIG manager (:mod:`.mig_manager`), the DRA kubelet plugin
+(:mod:`.dra_plugin`) and the RDMA shared device plugin (:mod:`.rdma_plugin`) would run. Like them it
+reads its configuration from the cluster (the device-plugin and mig-parted ConfigMaps, the node's
+labels, the NicClusterPolicy) and the operator's Helm values, so a wrong rendered object shows up as
+a wrong node. Only the silicon (GPU model and count, NICs, applied MIG devices) is the simulator's own.
 
-Nothing here talks to the API server; :mod:`gpucluster.simulator.reconcile` does.
+A sync is two passes over the fleet so that one oracle process answers every node:
+:func:`plan` (per node: labels, MIG step, DRA devices, and the oracle requests) and :func:`finish`
+(per node, with the answers). :func:`fleet` does both. Nothing here imports the expectation side
+(``gpucluster.expected``, ``gpucluster.devices``, ``gpucluster.verify``); a unit test keeps it so.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from gpucluster import labels as L
-from gpucluster.simulator.agents import device_plugin, dra_plugin, gfd, mig_manager, rdma_plugin
+from gpucluster.errors import SimulatorError
+from gpucluster.simulator import nvml
+from gpucluster.simulator.agents import device_plugin, dra_plugin, mig_manager, rdma_plugin
+from gpucluster.simulator.agents.operator import Operator
+from gpucluster.simulator.oracle import NodeAnswer, NodeRequest, Oracle
 from gpucluster.simulator.silicon import BASE_CPU_NODE, BASE_GPU_NODE, Silicon
+
+#: Resources the device plugin owns on a node (RDMA resources belong to the RDMA plugin).
+PLUGIN_PREFIX = "nvidia.com/"
 
 
 @dataclass
 class Desired:
     """What the agents publish for one node."""
 
-    labels: dict[str, str] = field(default_factory=dict)  # agent-owned labels only (L.is_agent_label)
+    labels: dict[str, str] = field(default_factory=dict)  # agent- and operator-owned labels
+    annotations: dict[str, str] = field(default_factory=dict)  # the silicon's state (applied MIG)
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     devices: list[dict[str, Any]] | None = None  # None: the DRA driver does not serve this node
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the agents read from the cluster (once per sync) plus the host's own settings.
+
+    ``host_mig`` is the mig-parted config Ansible installed on hosts whose MIG layout the host layer
+    applies (``managedBy: host``); ``dra`` whether the DRA driver is installed.
+    """
+
+    operator: Operator
+    device_plugin_data: Mapping[str, str] | None
+    mig_data: Mapping[str, str] | None
+    host_mig: Mapping[str, str] | None = None
+    nic_policy: dict[str, Any] | None = None
+    dra: bool = False
+    cluster: str = "local"
+    driver_version: str = "580.95.05"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node as its agents see it: the silicon and the Node object's current state."""
+
+    silicon: Silicon
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Mapping[str, Any]] = ()
+    capacity: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """A node half-way through a sync: everything but the oracle's answers."""
+
+    desired: Desired
+    node: NodeView
+    capacity: NodeRequest | None = None
+    allocatable: NodeRequest | None = None
+    plugin: bool = False  # the device plugin's pod runs (and is asked)
+    gfd: bool = False
+    #: (nominal, real) GPU memory when MIG-enabled GPUs were described with a MIG table written for
+    #: a nominal total (nvml.yaml): GFD's nvidia.com/gpu.memory then shows the board's real total.
+    memory: tuple[str, str] | None = None
 
 
 def _indices(value: str | None) -> set[int]:
@@ -45,70 +99,132 @@ def _names(value: str | None) -> set[str]:
     return {v.strip() for v in (value or "").split(",") if v.strip()}
 
 
-def node_agents(
-    silicon: Silicon,
-    node_labels: dict[str, str],
-    annotations: dict[str, str],
-    *,
-    device_plugin_data: dict[str, str] | None,
-    mig_data: dict[str, str] | None,
-    nic_policy: dict[str, Any] | None = None,
-    cluster: str = "local",
-    driver_version: str = "580.95.05",
-    taints: list[dict[str, Any]] | None = None,
-) -> Desired:
-    """Everything the NVIDIA agents would publish for one node, from what is deployed."""
-    base = BASE_GPU_NODE if silicon.model else BASE_CPU_NODE
+def _configs(data: Mapping[str, str] | None) -> tuple[dict[str, list[dict[str, Any]]] | None, str]:
+    try:
+        return mig_manager.parse_configs(data), ""
+    except (ValueError, yaml.YAMLError) as err:
+        return None, str(err)
+
+
+def plan(view: ClusterView, node: NodeView) -> Plan:
+    """Everything one node's agents publish that needs no oracle answer, and the requests."""
+    si, labels = node.silicon, dict(node.labels)
+    base = BASE_GPU_NODE if si.model else BASE_CPU_NODE
     out = Desired(capacity=dict(base), allocatable=dict(base))
+    p = Plan(out, node)
     # NFD and the network operator label the node first; the RDMA plugin's DaemonSet selects on them.
-    nic = rdma_plugin.nic_labels(nic_policy, silicon.nics)
-    if rdma_plugin.scheduled(nic_policy, {**node_labels, **nic}, taints or []):
-        for name, n in rdma_plugin.rdma_resources(nic_policy, silicon.nics, silicon.link_type, out.notes).items():
+    nic = rdma_plugin.nic_labels(view.nic_policy, si.nics)
+    if rdma_plugin.scheduled(view.nic_policy, {**labels, **nic}, [dict(t) for t in node.taints]):
+        for name, n in rdma_plugin.rdma_resources(view.nic_policy, si.nics, si.link_type, out.notes).items():
             out.capacity[name] = out.allocatable[name] = str(n)
-    out.labels = dict(nic)
-    model, count = silicon.model, silicon.count
-    if model is None or count == 0:
-        return out
-    notes = out.notes
+    out.labels.update(nic)
+    if si.model is None or si.count == 0:
+        return p
     try:
-        sharing = device_plugin.select_sharing(device_plugin_data, node_labels.get(L.DEVICE_PLUGIN_CONFIG), notes)
-        plugin_ok = True
-    except (ValueError, yaml.YAMLError) as exc:
-        notes.append(f"device-plugin config invalid ({exc}): plugin would crash-loop")
-        sharing, plugin_ok = device_plugin.Sharing(), False
-    try:
-        configs = mig_manager.parse_mig_configs(mig_data)
-    except (ValueError, yaml.YAMLError) as exc:
-        notes.append(f"mig-parted config invalid ({exc})")
-        configs = {}
-    mig_name = node_labels.get(L.MIG_CONFIG)
-    layout, mig_state = mig_manager.mig_layout(configs, mig_name, model, count)
-    if mig_state == "failed":
-        notes.append(f"MIG config {mig_name!r} could not be applied: MIG left disabled")
-    out.labels |= gfd.node_labels(
-        model, count, mode="mig" if layout else sharing.mode, replicas=sharing.replicas,
-        rename_by_default=sharing.rename_by_default, layout=layout, strategy=sharing.mig_strategy,
-        mig_state=mig_state, product_fault=annotations.get(L.FAULT_PRODUCT),
-    )
-    unhealthy = {i for i in _indices(annotations.get(L.FAULT_UNHEALTHY_GPUS)) if i < count}
-    if node_labels.get(L.DEPLOY_DEVICE_PLUGIN) != "false" and plugin_ok:
-        capacity, allocatable = device_plugin.advertised(model, count, count - len(unhealthy), sharing, layout)
-        out.capacity.update(capacity)
-        out.allocatable.update(allocatable)
-    if node_labels.get(L.DRA) == "true":
+        model = nvml.model(si.model.key)
+    except SimulatorError as err:
+        out.notes.append(str(err))
+        return p
+    op = view.operator
+    out.labels.update(op.node_labels(labels, gpu=True, mig_capable=model.mig_capable))
+    labels.update(out.labels)  # what the node carries once the operator is done
+    # MIG: the manager (one step per sync) or, with managedBy: host, mig-parted on the host.
+    state = mig_manager.MigState.from_json(node.annotations.get(L.SIMULATED_MIG), si.count)
+    if model.mig_capable and labels.get(L.DEPLOY_MIG_MANAGER) == "false" and labels.get(L.MIG_CONFIG):
+        configs, problem = _configs(view.host_mig)
+        name = labels[L.MIG_CONFIG]
+        try:
+            if configs is None or name not in configs:
+                raise ValueError(problem or f"config {name!r} is not in the host's mig-parted config")
+            state = mig_manager.MigState(mig_manager.layout_of(configs[name], model, si.count), name)
+        except ValueError as exc:
+            out.notes.append(f"host mig-parted cannot apply {name!r}: {exc}")
+    elif model.mig_capable and op.runs(labels, L.DEPLOY_MIG_MANAGER):
+        configs, problem = _configs(view.mig_data)
+        step = mig_manager.step(state, labels, node.annotations, configs, problem, model)
+        state = step.state
+        out.labels.update(step.labels)
+        out.notes.extend(step.notes)
+        labels.update(step.labels)
+    out.annotations[L.SIMULATED_MIG] = state.to_json()
+    # GFD and the device plugin: the config manager's choice, then NVIDIA's code via the oracle.
+    p.gfd, p.plugin = op.runs(labels, L.DEPLOY_GFD), op.runs(labels, L.DEPLOY_DEVICE_PLUGIN)
+    config, error = op.select_config(view.device_plugin_data, labels.get(L.DEVICE_PLUGIN_CONFIG))
+    if error and (p.gfd or p.plugin):
+        out.notes.append(error)
+        p.gfd = p.plugin = False
+    if p.gfd or p.plugin:
+        unhealthy = _indices(node.annotations.get(L.FAULT_UNHEALTHY_GPUS))
+        ask = dict(config=config, mig_strategy=op.mig_strategy, driver_version=view.driver_version,
+                   mps_root=op.mps_root)
+        p.capacity = device_plugin.request(si.model.key, state.applied, range(si.count), **ask)
+        if model.mig and any(state.applied) and model.mig.device_memory_mib != model.memory_mib:
+            p.memory = (str(model.mig.device_memory_mib), str(model.memory_mib))
+        healthy = [i for i in range(si.count) if i not in unhealthy]
+        if p.plugin and healthy and len(healthy) < si.count:
+            p.allocatable = device_plugin.request(si.model.key, state.applied, healthy, **ask)
+    if view.dra and labels.get(L.DRA) == "true" and labels.get(L.GPU_PRESENT) == "true":
         out.devices = dra_plugin.published(
-            cluster, silicon.node, model, count, layout, driver_version,
-            missing=_names(annotations.get(L.FAULT_MISSING_DEVICES)), unhealthy=unhealthy,
+            view.cluster, si.node, model, state.applied, driver_version=view.driver_version,
+            cuda_driver_version=nvml.cuda_driver_version(view.driver_version),
+            missing=_names(node.annotations.get(L.FAULT_MISSING_DEVICES)),
         )
+    return p
+
+
+def finish(p: Plan, answers: Mapping[NodeRequest, NodeAnswer]) -> Desired:
+    """Complete a plan with the oracle's answers (GFD labels, advertised resources)."""
+    out, node = p.desired, p.node
+    current = {k: v for k, v in node.labels.items() if L.is_gfd_label(k) and k not in out.labels}
+    kept = {k: v for k, v in node.capacity.items() if k.startswith(PLUGIN_PREFIX)}
+    answer = answers[p.capacity] if p.capacity is not None else None
+    if answer is not None:
+        for agent, why in sorted(answer.errors.items()):
+            out.notes.append(f"{agent} would not start: {why}")
+    if p.gfd and answer is not None and device_plugin.GFD not in answer.errors:
+        gfd_labels = dict(answer.labels)
+        if p.memory and gfd_labels.get(L.GPU_MEMORY) == p.memory[0]:
+            gfd_labels[L.GPU_MEMORY] = p.memory[1]
+        product = node.annotations.get(L.FAULT_PRODUCT)
+        if product:
+            gfd_labels[L.GPU_PRODUCT] = product
+        out.labels = {**gfd_labels, **out.labels}
+    else:
+        out.labels = {**current, **out.labels}  # a GFD that is not running leaves its labels behind
+    if p.plugin and answer is not None and device_plugin.PLUGIN not in answer.errors:
+        capacity = dict(answer.resources)
+        if p.allocatable is not None:
+            healthy = answers[p.allocatable].resources
+            allocatable = {k: healthy.get(k, 0) for k in capacity}
+        elif _indices(node.annotations.get(L.FAULT_UNHEALTHY_GPUS)) & set(range(node.silicon.count)):
+            allocatable = dict.fromkeys(capacity, 0)  # every GPU unhealthy
+        else:
+            allocatable = dict(capacity)
+        out.capacity.update({k: str(v) for k, v in capacity.items()})
+        out.allocatable.update({k: str(v) for k, v in allocatable.items()})
+    else:
+        # The kubelet keeps a stopped plugin's resources in capacity and makes none allocatable.
+        out.capacity.update(kept)
+        out.allocatable.update(dict.fromkeys(kept, "0"))
     return out
 
 
-def describe(desired: Desired, labels: dict[str, str]) -> str:
-    """One line for the node's derived-state annotation: which configs were used and any fallbacks."""
+def fleet(view: ClusterView, nodes: Sequence[NodeView], oracle: Oracle) -> list[Desired]:
+    """What every node's agents publish, asking the oracle once for the whole fleet."""
+    plans = [plan(view, n) for n in nodes]
+    requests = list(dict.fromkeys(r for p in plans for r in (p.capacity, p.allocatable) if r is not None))
+    answers = dict(zip(requests, oracle.nodes(requests), strict=True)) if requests else {}
+    return [finish(p, answers) for p in plans]
+
+
+def describe(desired: Desired, labels: Mapping[str, str]) -> str:
+    """One line for the node's derived-state annotation: which configs were used and any problems."""
     parts = [
         f"sharing={labels.get(L.GPU_SHARING_STRATEGY, 'n/a')}",
         f"replicas={labels.get(L.GPU_REPLICAS, 'n/a')}",
     ]
+    if L.MIG_CONFIG_STATE in labels:
+        parts.append(f"mig={labels[L.MIG_CONFIG_STATE]}")
     if desired.devices is not None:
         parts.append(f"dra-devices={len(desired.devices)}")
     return "; ".join(parts + desired.notes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpucluster.verify.model import Result, Verdict
-from gpucluster.verify.pytest_plugin import cluster_results
+from gpucluster.verify.pytest_plugin import cluster_results, unmeasured
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -15,9 +15,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("row", rows, ids=[f"{r.check}[{r.subject}]" for r in rows])
 
 
-def test_cluster(row: Result) -> None:
+def test_cluster(row: Result, pytestconfig: pytest.Config) -> None:
     if row.verdict is Verdict.skipped:
-        pytest.skip(row.reason)
+        unmeasured(pytestconfig, row.reason)
     assert row.verdict is Verdict.passed, (
         f"{row.check} {row.subject}: expected {row.expected}, actual {row.actual}"
         + (f" ({row.reason})" if row.reason else ""))

@@ -1,0 +1,94 @@
+"""The simulated DRA kubelet plugin against the DRA driver's facts (dra-driver-nvidia-gpu 0.4.1).
+
+The simulator's ResourceSlice devices (simulator/agents/dra_plugin.py) must carry exactly the names,
+attributes, capacities and value formats tests/upstream/facts/dra-driver.yaml records, and the
+worked examples there (a 1g.10gb device of GPU 0 named gpu-0-mig-1g10gb-19-0, 9856 MiB of NVML memory
+as 10334765056 bytes, driver 580.95.05 as 580.95.5) must come out the same.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from upstream_facts import fact, source
+
+from gpucluster.simulator import nvml
+from gpucluster.simulator.agents import dra_plugin
+from gpucluster.simulator.objects import slice_spec
+
+DRIVER = "580.95.05"
+
+
+def devices(model: str, layout: tuple[tuple[str, ...], ...]) -> list[dict]:
+    return dra_plugin.published("c", "node-1", nvml.model(model), layout, driver_version=DRIVER,
+                                cuda_driver_version=nvml.cuda_driver_version(DRIVER), missing=set())
+
+
+def test_driver_name_and_pool() -> None:
+    assert dra_plugin.DRIVER == fact("dra-driver", "driver-name-gpu"), source("dra-driver", "driver-name-gpu")
+    spec = slice_spec("node-1", devices("H100-SXM5-80GB", ((),)), 1)
+    assert spec["driver"] == fact("dra-driver", "driver-name-gpu")
+    assert spec["pool"]["name"] == "node-1"  # fact pool-name: one pool per node, named after it
+    assert fact("dra-driver", "slices-per-node-static") == spec["pool"]["resourceSliceCount"] == 1
+
+
+def test_whole_gpu_attributes_and_capacity_are_upstreams() -> None:
+    [dev] = devices("H100-SXM5-80GB", ((),))
+    assert re.fullmatch(r"gpu-\d+", dev["name"])  # fact gpu-device-name
+    optional = {"addressingMode"}  # only when NVML reports one; the simulated NVML does not
+    assert set(dev["attributes"]) == set(fact("dra-driver", "gpu-attributes")) - optional
+    kinds = {k: next(iter(v)) for k, v in dev["attributes"].items()}
+    assert kinds == {k: t for k, t in fact("dra-driver", "gpu-attributes").items() if k not in optional}
+    assert set(dev["capacity"]) == {"memory"}
+    assert int(dev["capacity"]["memory"]["value"]) == nvml.model("H100-SXM5-80GB").memory_mib * 2**20
+    attrs = {k: next(iter(v.values())) for k, v in dev["attributes"].items()}
+    assert attrs["brand"] == fact("dra-driver", "brand-value-nvidia")
+    assert attrs["architecture"] == fact("dra-driver", "architecture-values")["Hopper"]
+    assert attrs["driverVersion"] == "580.95.5"  # fact driverVersion-format's own example
+    assert attrs["cudaDriverVersion"] == "13.0.0"  # fact cudaDriverVersion-format: 13000 -> 13.0.0
+    assert attrs["cudaComputeCapability"] == "9.0.0"
+    assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]", attrs["resource.kubernetes.io/pciBusID"])
+    assert re.fullmatch(r"pci[0-9a-f]{4}:[0-9a-f]{2}", attrs["resource.kubernetes.io/pcieRoot"])
+
+
+def test_static_mig_devices_are_upstreams() -> None:
+    got = devices("A100-80GB", (("1g.10gb",) * 7, ("1g.10gb+me", "3g.40gb")))
+    names = [d["name"] for d in got]
+    assert "gpu-0" not in names and "gpu-1" not in names  # fact mig-static-parent-not-published
+    pattern = re.compile(fact("dra-driver", "mig-device-name-regex"))
+    assert all(pattern.fullmatch(n) for n in names)
+    assert fact("dra-driver", "mig-device-name-example-1g10gb-gpu0") in names
+    # fact mig-device-name-profile-sanitise: 1g.10gb+me -> 1g10gb-me
+    assert any(n.startswith("gpu-1-mig-1g10gb-me-20-") for n in names)
+    mig = got[0]
+    optional = {"addressingMode"}
+    assert set(mig["attributes"]) == set(fact("dra-driver", "mig-attributes")) - optional
+    assert set(mig["capacity"]) - {k for k in mig["capacity"] if k.startswith("memorySlice")} == set(
+        fact("dra-driver", "mig-capacity"))
+    example = fact("dra-driver", "mig-memory-example-a100-80gb-1g10gb")
+    assert int(mig["capacity"]["memory"]["value"]) == example["capacity-bytes"]
+    slices = sorted(k for k in mig["capacity"] if k.startswith("memorySlice"))
+    start = int(mig["name"].rsplit("-", 1)[1])
+    assert slices == [f"memorySlice{start}"]  # fact mig-capacity-memory-slices: one per slice of the placement
+
+
+def test_unknown_profile_ids_are_only_for_models_without_a_capture() -> None:
+    for name, model in nvml.models().items():
+        if model.mig is None:
+            continue
+        if "mig.infoIds" in model.unsourced:
+            assert name == "A30"
+        else:
+            assert set(model.mig.info_ids) == {p.name for p in model.mig.profiles}, name
+
+
+@pytest.mark.parametrize("model", ["A100-40GB", "A100-80GB", "H100-SXM5-80GB"])
+def test_one_slice_profiles_carry_id_19_as_upstreams_examples_show(model: str) -> None:
+    # partitions.go:142 gpu-2-mig-1g24gb-19-0, dcgm-exporter's capture 1g.10gb -> 19, and
+    # device_state.go gpu-1-mig-2g47gb-14-0: the 1- and 2-slice ids real NVML reports.
+    table = nvml.model(model).mig
+    assert table
+    one = next(p.name for p in table.profiles if p.name.startswith("1g.") and "+" not in p.name)
+    two = next(p.name for p in table.profiles if p.name.startswith("2g."))
+    assert (table.info_ids[one], table.info_ids[two]) == (19, 14)
