@@ -325,6 +325,10 @@ def test_node_advertising_no_gpus_during_a_mig_change(world: Cluster, capsys: py
         assert any(e.startswith("a100-1:") and "state=pending" in e and "paused-for-mig-change" in e
                    for e in d["evidence"]), d
         assert "mig-reconfig" in d["fix"], d
-    finally:
+    finally:  # the recovery `gpucluster verify` prints for this wedge
         world.kubectl("annotate", "node", "a100-1", f"{WEDGE}-")
+        labels = world.get("node", "a100-1")["metadata"]["labels"]
+        paused = [k for k, v in labels.items() if v == "paused-for-mig-change"]
+        if paused:
+            world.kubectl("label", "node", "a100-1", *[f"{k}=true" for k in paused], "--overwrite")
         world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=gpucluster-a100-mig", "--overwrite")

@@ -36,6 +36,7 @@ OPERATOR_NS = "gpu-operator"
 WEDGE, FAIL = "gpucluster.dev/simulate-mig-wedge", "gpucluster.dev/simulate-mig-fail"
 REBOOT = "gpucluster.dev/simulate-mig-reboot"
 UPGRADE = "nvidia.com/gpu-driver-upgrade-state"
+PAUSED = "paused-for-mig-change"
 _known = {*FAULTS.values(), *(v for v in vars(labels).values() if isinstance(v, str))}
 needs_mig_sequence = pytest.mark.skipif(
     not {WEDGE, FAIL} <= _known,
@@ -86,6 +87,17 @@ def test_sharing_change_is_followed_and_a_missing_config_fails(world: Cluster,
 
 
 # -- MIG ---------------------------------------------------------------------------------------------
+def recover(world: Cluster, fault: str) -> None:
+    """The recovery the watchdog prints: drop the fault, give the paused clients back, re-select the layout."""
+    world.kubectl("annotate", "node", "a100-1", f"{fault}-")
+    paused = [k for k, v in node_labels(world, "a100-1").items() if v == "paused-for-mig-change"]
+    if paused:
+        world.kubectl("label", "node", "a100-1", *[f"{k}=true" for k in paused], "--overwrite")
+    world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=gpucluster-a100-mig", "--overwrite")
+    wait_for("a100-1 back at its layout", lambda: node_labels(world, "a100-1").get(
+        "nvidia.com/mig.config.state") == "success" and PAUSED not in node_labels(world, "a100-1").values())
+
+
 def change_layout(world: Cluster, config: str) -> list[str]:
     """Relabel a100-1's MIG config; the state values it goes through, polled every 0.2 s."""
     seen: list[str] = []
@@ -124,6 +136,8 @@ def test_a_wedged_mig_change_fails_as_stuck_with_the_recovery(world: Cluster,
     world.kubectl("annotate", "node", "a100-1", f"{WEDGE}=true", "--overwrite")
     try:
         world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=all-disabled", "--overwrite")
+        wait_for("the manager to start the change", lambda: node_labels(world, "a100-1").get(
+            "nvidia.com/mig.config.state") == "pending")
         started = time.monotonic()
         row = verify(world, "a100-1", capsys, "--reconfig-deadline", "15")["mig-reconfig"]
         assert time.monotonic() - started >= 15  # followed for the whole deadline before calling it stuck
@@ -131,8 +145,9 @@ def test_a_wedged_mig_change_fails_as_stuck_with_the_recovery(world: Cluster,
         assert "gpu-operator issue 2833" in row["reason"] and "kubectl label node a100-1" in row["reason"], row
         assert int(world.get("node", "a100-1")["status"]["allocatable"].get("nvidia.com/mig-1g.10gb", "0")) == 0
     finally:
-        world.kubectl("annotate", "node", "a100-1", f"{WEDGE}-")
-        world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=gpucluster-a100-mig", "--overwrite")
+        recover(world, WEDGE)
+    row = verify(world, "a100-1", capsys, "--reconfig-deadline", "60")["mig-reconfig"]
+    assert row["verdict"] == "pass", row  # the recovery the row printed brings the node back
 
 
 @needs_mig_sequence
@@ -144,8 +159,7 @@ def test_a_failed_mig_change_fails_at_once(world: Cluster, capsys: pytest.Captur
         row = verify(world, "a100-1", capsys, "--reconfig-deadline", "60")["mig-reconfig"]
         assert row["verdict"] == "fail" and "could not apply all-disabled" in row["reason"], row
     finally:
-        world.kubectl("annotate", "node", "a100-1", f"{FAIL}-")
-        world.kubectl("label", "node", "a100-1", "nvidia.com/mig.config=gpucluster-a100-mig", "--overwrite")
+        recover(world, FAIL)
 
 
 # -- driver upgrades -------------------------------------------------------------------------------------

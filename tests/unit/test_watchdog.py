@@ -71,6 +71,20 @@ def test_failed_and_rebooting() -> None:
     assert r.verdict is Verdict.failed and "rebooted" in r.reason
 
 
+def test_a_new_config_the_manager_has_not_answered_is_not_taken_for_its_success() -> None:
+    chosen = node("a100-1", {"nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"})
+    chosen["metadata"]["managedFields"] = [
+        {"manager": "nvidia-mig-manager", "time": T0, "fieldsV1": {"f:metadata": {"f:labels": {
+            "f:nvidia.com/mig.config.state": {}}}}},
+        {"manager": "kubectl-label", "time": "2026-01-01T00:10:00Z", "fieldsV1": {"f:metadata": {"f:labels": {
+            "f:nvidia.com/mig.config": {}}}}}]
+    r = one([chosen], now=E0 + 605)[0]  # 5 s after the label changed: the success shown is the old config's
+    assert r.verdict is Verdict.failed and "has not answered yet" in r.actual
+    assert watchdog.unsettled(chosen, CONFIGS, E0 + 605) == "all-disabled chosen"
+    r = one([chosen], now=E0 + 700)[0]  # past the grace: success is the manager's answer (already applied)
+    assert r.verdict is Verdict.passed
+
+
 def test_success_with_clients_left_paused_is_not_done() -> None:
     r = one([mig("success", paused=True)], now=E0 + 900)[0]
     assert r.verdict is Verdict.failed and "never given back" in r.reason

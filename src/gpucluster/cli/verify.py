@@ -59,7 +59,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
         raise InputError(f"--node {only_node}: not a host of the spec (hosts: {', '.join(h.name for h in spec.hosts)})")
     config = inventories.kubeconfig_for(spec, kubeconfig)
     # Changes in progress (MIG, sharing) are followed to their end or deadline before anything is judged.
-    followed = watchdog.live_rows(spec, config, context, reconfig_deadline, upgrade_deadline,
+    followed = watchdog.live_rows(spec, config, context, reconfig_deadline, upgrade_deadline, node=only_node,
                                   say=lambda line: click.echo(line, err=True))
     snap = cluster.fetch(spec, config, context)
     fetched = time.perf_counter()

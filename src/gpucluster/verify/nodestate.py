@@ -71,6 +71,17 @@ class MigChange:
     state: str  # nvidia.com/mig.config.state ("" before the manager ran)
     paused: tuple[str, ...]  # deploy labels left at paused-for-mig-change
     age: float | None  # seconds the state label has held at least
+    config_age: float | None = None  # seconds since the config label was last written (at least)
+    config_newer: bool = False  # the config label was written after the state: the manager has not answered
+
+    def unanswered(self, grace: float) -> bool:
+        """The config was chosen after the manager last wrote its state, less than ``grace`` s ago.
+
+        The MIG manager answers a new config within seconds (``pending``, or ``success`` at once when it
+        is already applied, a write that changes nothing and so leaves no newer time). Until it does,
+        the state shown belongs to the previous config; past ``grace`` it is taken as the answer.
+        """
+        return self.config_newer and self.config_age is not None and self.config_age < grace
 
     @property
     def in_progress(self) -> bool:
@@ -95,4 +106,7 @@ def mig_change(node: Obj, now: float = 0.0) -> MigChange | None:
     config, state = labels.get(L.MIG_CONFIG, ""), labels.get(L.MIG_CONFIG_STATE, "")
     if not config and not state and not paused:
         return None
-    return MigChange(node["metadata"]["name"], config, state, paused, age(node, L.MIG_CONFIG_STATE, now))
+    state_since, config_since = label_since(node, L.MIG_CONFIG_STATE), label_since(node, L.MIG_CONFIG)
+    newer = config_since is not None and (state_since is None or config_since > state_since)
+    return MigChange(node["metadata"]["name"], config, state, paused, age(node, L.MIG_CONFIG_STATE, now),
+                     age(node, L.MIG_CONFIG, now), newer)

@@ -46,6 +46,9 @@ Obj = dict[str, Any]
 #: Default deadline for a reconfiguration (s): a MIG change with a GPU reset takes minutes, one with a
 #: reboot longer; the sharing config reaches GFD within a minute.
 DEFAULT_DEADLINE = 600.0
+#: How long a newly chosen MIG config may wait for the manager's first answer before the state shown
+#: is taken as that answer (s): the manager watches the label and answers within seconds.
+ANSWER_GRACE = 30.0
 
 
 @dataclass
@@ -118,7 +121,11 @@ def mig_rows(nodes: list[Obj], deadline: float, watch: Watch | None, now: float,
         seen = f"; seen {' -> '.join(watch.seen[name])}" if watch and len(watch.seen.get(name, [])) > 1 else ""
         if labels_of(node).get(L.DEPLOY_MIG_MANAGER) == "false" and not change.state:
             continue  # the host applies MIG (no MIG manager reports a state): node-capacity judges the layout
-        if change.state == MIG_FAILED:
+        if change.unanswered(ANSWER_GRACE) and not change.in_progress:
+            yield fail("mig-reconfig", subject, want, f"in progress: {change.config} chosen, the MIG manager has "
+                       f"not answered yet (its last state: {change.state or 'none'})",
+                       "not settled yet: verify again in a moment, or with --reconfig-deadline to follow it")
+        elif change.state == MIG_FAILED:
             yield fail("mig-reconfig", subject, want, change.describe() + seen, recovery_failed(change, ns))
         elif change.in_progress and held >= deadline:
             why = (recovery_2833(change, ns) if change.wedge_signature else
@@ -195,6 +202,8 @@ def unsettled(node: Obj, configs: dict[str, str] | None, now: float) -> str | No
     change = mig_change(node, now)
     if change is not None and change.in_progress:
         return change.state or "paused"
+    if change is not None and change.unanswered(ANSWER_GRACE):
+        return f"{change.config} chosen"
     key = labels_of(node).get(L.DEVICE_PLUGIN_CONFIG)
     if key is not None and configs and key in configs:
         try:
@@ -236,6 +245,8 @@ def follow(fetch: Callable[[], tuple[list[Obj], dict[str, str] | None]], deadlin
             watch.first.setdefault(name, now)
             if change is not None and change.in_progress:
                 known = change.age or 0.0
+            elif change is not None and change.unanswered(ANSWER_GRACE):
+                known = 0.0  # the grace bounds this wait, not the deadline
             else:
                 known = age(node, L.DEVICE_PLUGIN_CONFIG, wall_now) or 0.0
             if max(known, watch.observed(name)) < deadline:
@@ -248,9 +259,10 @@ def follow(fetch: Callable[[], tuple[list[Obj], dict[str, str] | None]], deadlin
 
 
 def live_rows(spec: ClusterSpec, kubeconfig: Any, context: str | None, deadline: float, upgrade_deadline: float,
-              *, say: Callable[[str], None] | None = None) -> list[Result]:
+              *, node: str | None = None, say: Callable[[str], None] | None = None) -> list[Result]:
     """The watchdog's rows for a live cluster: MIG/sharing changes followed (nodes and the deployed
-    device-plugin ConfigMap every 2 s) up to ``deadline``, then each node's driver upgrade."""
+    device-plugin ConfigMap every 2 s) up to ``deadline``, then each node's driver upgrade; only
+    ``node``'s when given (another node's change is then not waited for)."""
     from gpucluster import kube
     from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP
     from gpucluster.verify import upgrades
@@ -259,12 +271,16 @@ def live_rows(spec: ClusterSpec, kubeconfig: Any, context: str | None, deadline:
     with kube.Kube(kubeconfig, context=context) as api:
         def fetch() -> tuple[list[Obj], dict[str, str] | None]:
             cm = api.get(kube.configmap(ns, DEVICE_PLUGIN_CONFIGMAP))
-            return api.items(kube.NODES), (cm.get("data") or {}) if cm is not None else None
+            nodes = [n for n in api.items(kube.NODES) if node is None or n["metadata"]["name"] == node]
+            return nodes, (cm.get("data") or {}) if cm is not None else None
         nodes, configs, watch = follow(fetch, deadline, say=say)
-        inputs = upgrades.fetch(api, ns, nodes)
+        # a stalled rollout is judged over every node, whichever one is shown
+        every = nodes if node is None else api.items(kube.NODES)
+        inputs = upgrades.fetch(api, ns, every)
     out = checks(nodes, configs, deadline=deadline, watch=watch, namespace=ns, configmap=DEVICE_PLUGIN_CONFIGMAP)
     if inputs is not None:
-        out += upgrades.rows(nodes, inputs, deadline=upgrade_deadline, now=time.time())
+        out += [r for r in upgrades.rows(every, inputs, deadline=upgrade_deadline, now=time.time())
+                if node is None or r.subject == node]
     return out
 
 
