@@ -63,6 +63,8 @@ def test_nodes_go_one_by_one_and_the_first_that_does_not_come_back_stops_the_run
                PYTHONPATH=str(REPO / "src"))
     extra = {"upgrade_components": [], "upgrade_kubeconfig": str(lw.kubeconfig), "upgrade_wait_timeout": 30,
              "upgrade_drain_timeout": 60, "upgrade_gpucluster": str(Path(sys.executable).parent / "gpucluster"),
+             # no DCGM endpoint here: GPU health rows cannot be measured (they are listed, not passed)
+             "upgrade_verify_partial": True,
              "ansible_python_interpreter": sys.executable}
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), "-c", "local",
                            "-e", json.dumps(extra), str(REPO / "playbooks" / "upgrade.yml")],
@@ -75,10 +77,10 @@ def test_nodes_go_one_by_one_and_the_first_that_does_not_come_back_stops_the_run
             for host, result in task["hosts"].items():
                 if not result.get("skipped"):
                     ran.setdefault(task["task"]["name"], []).append(host)
-    drained = ran["Cordon and drain through the Eviction API (PodDisruptionBudgets honoured, running gangs kept whole)"]
-    assert drained == ["cp-1", "l4-1", "l4-2"], ran  # in order; a100-1 and h100-1 never reached
-    assert ran["Uncordon"] == ["cp-1", "l4-1"], ran
     (stop,) = [r for p in report["plays"] for t in p["tasks"] for h, r in t["hosts"].items()
                if t["task"]["name"].startswith("Stop the rollout") and not r.get("skipped")]
-    assert "l4-2 did not come back" in stop["msg"] and "node-ready" in stop["msg"], stop["msg"]
+    drained = ran["Cordon and drain through the Eviction API (PodDisruptionBudgets honoured, running gangs kept whole)"]
+    assert drained == ["cp-1", "l4-1", "l4-2"], stop["msg"]  # in order; a100-1 and h100-1 never reached
+    assert ran["Uncordon"] == ["cp-1", "l4-1"], stop["msg"]
+    assert "l4-2 did not come back" in stop["msg"] and "node-ready fail" in stop["msg"], stop["msg"]
     assert cordoned(lw, "l4-2") and not cordoned(lw, "l4-1") and not cordoned(lw, "a100-1"), "cordons"
