@@ -112,6 +112,22 @@ class Kube:
         self.close()
 
     # -- one call -------------------------------------------------------------------------------
+    def _send(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, bytes]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers.update(self._api.default_headers)
+        # Token-based kubeconfigs (cloud providers, service accounts) authenticate by header; client
+        # certificates are already in the connection pool's TLS settings.
+        self._api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+        try:
+            resp = self._api.rest_client.request(
+                method, self.host + path, headers=headers, body=body, _request_timeout=self.timeout
+            )
+            return resp.status, resp.read()
+        except Exception as exc:  # urllib3 errors: connection refused, TLS, timeouts
+            raise ClusterUnreachable(
+                f"{method} {path}: cannot reach the API server at {self.host}: {str(exc).strip()[:300]}"
+            ) from None
+
     def request(
         self,
         method: str,
@@ -122,32 +138,30 @@ class Kube:
         missing_ok: bool = False,
     ) -> dict[str, Any] | None:
         """One call; returns the decoded body, or None for a 404 when ``missing_ok``."""
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        headers.update(self._api.default_headers)
-        # Token-based kubeconfigs (cloud providers, service accounts) authenticate by header; client
-        # certificates are already in the connection pool's TLS settings.
-        self._api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
-        try:
-            resp = self._api.rest_client.request(
-                method, self.host + path, headers=headers, body=body, _request_timeout=self.timeout
-            )
-            data = resp.read()
-        except Exception as exc:  # urllib3 errors: connection refused, TLS, timeouts
-            raise ClusterUnreachable(
-                f"{method} {path}: cannot reach the API server at {self.host}: {str(exc).strip()[:300]}"
-            ) from None
-        if resp.status == 404 and missing_ok:
+        status, data = self._send(method, path, body, content_type)
+        if status == 404 and missing_ok:
             self._count(method)
             return None
-        if not 200 <= resp.status < 300:
+        if not 200 <= status < 300:
             try:
                 message = json.loads(data).get("message", "")
             except ValueError:
                 message = data[:300].decode(errors="replace")
-            error = AlreadyExists if resp.status == 409 and method == "POST" else ClusterUnreachable
-            raise error(f"{method} {path}: HTTP {resp.status}: {message}")
+            error = AlreadyExists if status == 409 and method == "POST" else ClusterUnreachable
+            raise error(f"{method} {path}: HTTP {status}: {message}")
         self._count(method)
         return json.loads(data) if data else {}
+
+    def answer(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        """One call whose refusal is an answer, not an error (an eviction a PodDisruptionBudget forbids):
+        the HTTP status and the decoded body (a Status object when refused)."""
+        status, data = self._send(method, path, body, "application/json")
+        if 200 <= status < 300:
+            self._count(method)
+        try:
+            return status, (json.loads(data) if data else {})
+        except ValueError:
+            return status, {"message": data[:300].decode(errors="replace")}
 
     def _count(self, method: str) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from gpucluster import inventory as inventories
 from gpucluster.cli import options
-from gpucluster.errors import Failed
+from gpucluster.errors import Failed, InputError
 from gpucluster.verify import checklist, report
 from gpucluster.verify.model import Result, Verdict, problems
 
@@ -25,13 +25,19 @@ from gpucluster.verify.model import Result, Verdict, problems
 @options.out_dir
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--junit", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("--reconfig-deadline", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              metavar="SECONDS", help="Follow MIG/sharing changes in progress this long; longer fails as stuck.")
+@click.option("--upgrade-deadline", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+              metavar="SECONDS", help="A driver upgrade step (or a stalled rollout) older than this fails.")
+@click.option("--node", "only_node", default=None, metavar="NODE", help="Show only the rows about this node.")
 @click.option("--problems-only", is_flag=True, help="Show only failed and not-measured rows in the table.")
 @click.option("--partial", is_flag=True,
               help="A partial run: rows that could not be measured are listed but do not fail the run.")
 @click.option("--checklist", "show_checklist", is_flag=True, help="Print the production checklist mapping and exit.")
 def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None, host_mode: str,
            metrics_url: tuple[str, ...], output: str, out_dir: Path | None, json_out: Path | None,
-           junit: Path | None, problems_only: bool, partial: bool, show_checklist: bool) -> None:
+           junit: Path | None, reconfig_deadline: float, upgrade_deadline: float, only_node: str | None,
+           problems_only: bool, partial: bool, show_checklist: bool) -> None:
     """Check capacity, allocatable, labels, taints, DRA devices, tenants and health, node by node.
 
     -o picks what stdout shows (a table, JSON or JUnit XML); --out-dir also writes verify.json and
@@ -41,7 +47,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     if show_checklist:
         click.echo("\n".join(checklist.lines()))
         return
-    from gpucluster.verify import cluster
+    from gpucluster.verify import cluster, watchdog
 
     for flag, path in (("--json", json_out), ("--junit", junit)):
         if path is not None:
@@ -49,10 +55,17 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
                        "verify.xml)", err=True)
     spec = inventories.load(inventory)
     started = time.perf_counter()
-    snap = cluster.fetch(spec, inventories.kubeconfig_for(spec, kubeconfig), context)
+    if only_node is not None and only_node not in {h.name for h in spec.hosts}:
+        raise InputError(f"--node {only_node}: not a host of the spec (hosts: {', '.join(h.name for h in spec.hosts)})")
+    config = inventories.kubeconfig_for(spec, kubeconfig)
+    # Changes in progress (MIG, sharing) are followed to their end or deadline before anything is judged.
+    followed = watchdog.live_rows(spec, config, context, reconfig_deadline, upgrade_deadline, node=only_node,
+                                  say=lambda line: click.echo(line, err=True))
+    snap = cluster.fetch(spec, config, context)
     fetched = time.perf_counter()
     # The local world cannot fetch charts: what depends on them is not measured there (--partial).
     results: list[Result] = cluster.rows(spec, snap, metrics_url, charts_reachable=not inventories.is_local(spec))
+    results += followed
     if host_mode != "none":
         from gpucluster.verify import hosts
 
@@ -61,6 +74,8 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
                 results += hosts.host_checks(spec, host, hosts.connect(host, host_mode))
             except Exception as err:  # a host we cannot reach is a failed check, not a crash
                 results.append(Result("host-reachable", host.name, Verdict.failed, "reachable", str(err)[:200]))
+    if only_node is not None:
+        results = [r for r in results if r.subject == only_node]
     elapsed = time.perf_counter() - started
     meta = {"cluster": spec.metadata.name, "listCalls": snap.calls, "accessReviews": snap.reviews,
             "seconds": round(elapsed, 3)}

@@ -95,6 +95,8 @@ def values(spec: ClusterSpec) -> dict:
     }
     if g.driver.managed_by == "operator":
         v["driver"]["version"] = g.driver.version
+        # A new version rolls over the nodes as this policy says (the chart keys are the spec's, camelCase).
+        v["driver"]["upgradePolicy"] = g.driver.upgrade_policy.model_dump(by_alias=True)
     if has_mig:
         v["migManager"]["config"] = {"name": MIG_CONFIGMAP, "default": "all-disabled"}
     if g.dcgm_exporter.enabled:

@@ -267,6 +267,58 @@ class Kubernetes(Model):
 # --- GPU Operator -----------------------------------------------------------------------------
 
 
+class UpgradeDrain(Model):
+    """``driver.upgradePolicy.drain`` of the GPU Operator chart: drain the whole node before the driver goes."""
+
+    enable: bool = False
+    force: bool = Field(default=False, description="Also delete pods no controller recreates.")
+    pod_selector: str = Field(default="", description="Only pods matching this label selector.")
+    timeout_seconds: int = Field(default=300, ge=0, description="Give up (node: upgrade-failed) after this long.")
+    delete_empty_dir: bool = Field(default=False, description="Also evict pods with emptyDir volumes.")
+
+
+class GpuPodDeletion(Model):
+    """``driver.upgradePolicy.gpuPodDeletion``: evict the pods that use GPUs (when the drain is off)."""
+
+    force: bool = False
+    timeout_seconds: int = Field(default=300, ge=0)
+    delete_empty_dir: bool = False
+
+
+class WaitForCompletion(Model):
+    """``driver.upgradePolicy.waitForCompletion``: let matching jobs finish before the upgrade."""
+
+    timeout_seconds: int = Field(default=0, ge=0, description="0 waits for ever.")
+    pod_selector: str = ""
+
+
+class DriverUpgradePolicy(Model):
+    """How the GPU Operator rolls a new driver version over the nodes (chart ``driver.upgradePolicy``).
+
+    Defaults are the chart's (gpu-operator v26.3.0 values.yaml line 147). Evictions go through the
+    Eviction API, so PodDisruptionBudgets hold; ``gpucluster verify`` follows each node's upgrade state.
+    """
+
+    auto_upgrade: bool = True
+    max_parallel_upgrades: int = Field(default=1, ge=0, description="Nodes upgraded at once (0: no limit).")
+    max_unavailable: int | str = Field(default="25%", description="GPU nodes that may be unavailable at once "
+                                       "(a count or a percentage), the upgrading ones included.")
+    wait_for_completion: WaitForCompletion = Field(default_factory=WaitForCompletion)
+    gpu_pod_deletion: GpuPodDeletion = Field(default_factory=GpuPodDeletion)
+    drain: UpgradeDrain = Field(default_factory=UpgradeDrain)
+
+    @field_validator("max_unavailable")
+    @classmethod
+    def _max_unavailable(cls, v: int | str) -> int | str:
+        if isinstance(v, int):
+            if v < 0:
+                raise ValueError("maxUnavailable must be >= 0")
+            return v
+        if not re.fullmatch(r"(100|[1-9]?\d)%", v):
+            raise ValueError(f"{v!r} is neither a node count nor a percentage like 25%")
+        return v
+
+
 class Driver(Model):
     managed_by: Literal["operator", "host"] = Field(
         default="operator", description="operator: the GPU Operator's driver container; host: Ansible installs it."
@@ -277,6 +329,10 @@ class Driver(Model):
         "version (prefix) Ansible installs, e.g. \"535\" or \"535.247.01\" on Debian 12 (non-free carries "
         "the 535 series only).",
     )
+    upgrade_policy: DriverUpgradePolicy = Field(
+        default_factory=DriverUpgradePolicy,
+        description="Rolling driver upgrades by the GPU Operator (managedBy: operator); host drivers are "
+        "upgraded by playbooks/upgrade.yml.")
 
 
 class DcgmExporter(Model):

@@ -13,8 +13,9 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
     ("Managed labels and taints", ["node-labels", "node-taints"], ""),
     ("Separate queues/quotas for online, batch, training, notebooks",
      ["tenant-quota", "tenant-queue", "tenant-admission", "priority-classes"], ""),
-    ("MIG/time-slicing choice tested", ["node-capacity", "node-labels"],
-     "verify checks the advertised result per sharing mode; the choice itself is a design decision"),
+    ("MIG/time-slicing choice tested", ["node-capacity", "node-labels", "mig-reconfig", "sharing-reconfig"],
+     "verify checks the advertised result per sharing mode and follows changes to it; the choice itself is a "
+     "design decision"),
     ("DRA DeviceClass, claims and driver state verified",
      ["dra-slices", "deviceclass-matches", "dra-extended-resource", "dra-claims", "dra-quarantine",
       "daemonsets-ready"], ""),
@@ -31,6 +32,8 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
      "checked by `gpucluster cost` and its tests"),
     ("XID/ECC/thermal runbook", ["alert-rules", "gpu-xid", "gpu-ecc"],
      "the runbook itself is docs/runbooks.md; alerts link to it"),
+    ("Driver upgrades roll without stranding nodes", ["driver-upgrade"],
+     "host-managed drivers, the toolkit and Kubernetes roll with playbooks/upgrade.yml (drain, verify per node)"),
     ("Cold start, preemption and rollback tested", [],
      "not automatable by a read-only verify: needs disruptive experiments, covered by the integration "
      "tests (Volcano preemption, idempotent `up` re-runs, `down`)"),

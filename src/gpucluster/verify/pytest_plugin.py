@@ -72,19 +72,23 @@ def spec_of(config: pytest.Config) -> Any:
 
 def cluster_results(config: pytest.Config) -> list:
     """Every row `gpucluster verify` shows without --hosts: one snapshot (its LISTs and the tenant access
-    reviews) plus DCGM metrics."""
+    reviews), DCGM metrics, and the reconfiguration watchdog's and driver upgrades' rows."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
         from gpucluster import inventory
-        from gpucluster.verify import cluster
+        from gpucluster.verify import cluster, upgrades, watchdog
 
         spec = spec_of(config)
         problem = ""
         try:
             kubeconfig = inventory.kubeconfig_for(spec, config.getoption("--gpucluster-kubeconfig"))
-            snap = cluster.fetch(spec, kubeconfig, config.getoption("--gpucluster-context"))
+            context = config.getoption("--gpucluster-context")
+            # as `gpucluster verify` with its default deadlines: changes in progress are followed first
+            followed = watchdog.live_rows(spec, kubeconfig, context, watchdog.DEFAULT_DEADLINE,
+                                          upgrades.DEFAULT_DEADLINE)
+            snap = cluster.fetch(spec, kubeconfig, context)
             config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url")),
-                                                  charts_reachable=not inventory.is_local(spec))
+                                                  charts_reachable=not inventory.is_local(spec)) + followed
         except GpuclusterError as err:
             problem = str(err)
         if problem:

@@ -1,0 +1,135 @@
+"""DRA: can the pod's unallocated ResourceClaims be satisfied by a device nobody holds?
+
+For every request of every claim the pod uses, the published devices (ResourceSlices) are filtered
+by the request's DeviceClass selectors and the request's own selectors (the CEL subset verification
+evaluates, :mod:`gpucluster.cel`), then by the allocation results of every claim in the
+cluster. A request whose class matches no published device, or whose matching devices are all
+allocated, blocks the pod; otherwise the nodes holding enough free devices are the candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpucluster import cel
+from gpucluster.doctor.model import Finding, Obj, View
+from gpucluster.doctor.objects import claim_names, name_of
+
+FIX_NO_MATCH = ("ask for a DeviceClass that matches published devices (`kubectl get resourceslices`; "
+                "`gpucluster verify` shows each class's matches under check deviceclass-matches), or relax the "
+                "request's selectors; if the hardware should exist, add a DRA pool with it to the spec")
+
+
+@dataclass
+class DraResult:
+    """Either a blocking finding, or the nodes that hold enough free matching devices (None: no claims)."""
+
+    finding: Finding | None = None
+    nodes: set[str] | None = None
+
+
+def _devices(view: View) -> list[tuple[str, str, str, Obj]]:
+    """(driver, pool, node, device) of every published device."""
+    out = []
+    for s in view.slices or []:
+        spec = s.get("spec", {})
+        for dev in spec.get("devices") or []:
+            out.append((spec.get("driver", ""), spec.get("pool", {}).get("name", ""), spec.get("nodeName", ""), dev))
+    return out
+
+
+def _allocated(view: View) -> dict[tuple[str, str, str], str]:
+    """(driver, pool, device) -> the claim holding it."""
+    out = {}
+    for c in view.claims or []:
+        for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []:
+            out[(r.get("driver", ""), r.get("pool", ""), r.get("device", ""))] = name_of(c)
+    return out
+
+
+def _alternatives(request: Obj) -> list[Obj]:
+    if "exactly" in request:
+        return [request["exactly"]]
+    return list(request.get("firstAvailable") or [])
+
+
+def check(pod: Obj, view: View) -> DraResult:
+    """The DRA verdict for ``pod`` (see the module docstring)."""
+    if not pod.get("spec", {}).get("resourceClaims"):
+        return DraResult()
+    ns = pod["metadata"]["namespace"]
+    claims = {name_of(c): c for c in view.claims or []}
+    names = claim_names(pod)
+    if not names or any(f"{ns}/{n}" not in claims for n in names):
+        missing = [n for n in names if f"{ns}/{n}" not in claims] or ["(generated from a template)"]
+        return DraResult(Finding("create-refused", f"the pod's ResourceClaim {', '.join(missing)} does not exist yet",
+                                 "check the pod's resourceClaims (template name, claim name) and the namespace's "
+                                 "events for FailedResourceClaimCreation"))
+    classes = {d["metadata"]["name"]: d for d in view.device_classes or []}
+    devices = _devices(view)
+    held = _allocated(view)
+    nodes: set[str] | None = None
+    for claim_name in names:
+        claim = claims[f"{ns}/{claim_name}"]
+        if (claim.get("status") or {}).get("allocation"):
+            continue  # already allocated: DRA does not block this claim
+        for req in (claim.get("spec", {}).get("devices") or {}).get("requests") or []:
+            ok, finding = _request(claim_name, req, classes, devices, held)
+            if finding is not None:
+                return DraResult(finding)
+            if ok is None:  # a selector outside the CEL subset: no opinion about this request
+                continue
+            nodes = ok if nodes is None else nodes & ok
+    if nodes is not None and not nodes:
+        return DraResult(Finding("dra-no-free-device",
+                                 "the pod's claims can each be satisfied, but on no common node",
+                                 "ask for devices that one node holds together"))
+    return DraResult(nodes=nodes)
+
+
+def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[str, str, str, Obj]],
+             held: dict[tuple[str, str, str], str]) -> tuple[set[str] | None, Finding | None]:
+    """Nodes with enough free devices for one request (any alternative), or the finding that blocks it."""
+    ok: set[str] = set()
+    reasons: list[str] = []
+    holders: set[str] = set()
+    for alt in _alternatives(req):
+        cls_name = alt.get("deviceClassName", "")
+        cls = classes.get(cls_name)
+        if cls is None:
+            reasons.append(f"DeviceClass {cls_name} does not exist")
+            continue
+        exprs = [s["cel"]["expression"] for s in (cls.get("spec", {}).get("selectors") or []) + (
+            alt.get("selectors") or []) if "cel" in s]
+        try:
+            programs = [cel.compile_expr(e) for e in exprs]
+        except cel.Unsupported:
+            return None, None
+        matching = [(drv, pool, node, d) for drv, pool, node, d in devices
+                    if all(cel.matches(p, drv, d) for p in programs)]
+        free: dict[str, int] = {}
+        for drv, pool, node, d in matching:
+            holder = held.get((drv, pool, d.get("name", "")))
+            if holder:
+                holders.add(holder)
+            else:
+                free[node] = free.get(node, 0) + 1
+        need = 1 if alt.get("allocationMode") == "All" else int(alt.get("count") or 1)
+        ok |= {n for n, k in free.items() if k >= need}
+        if not matching:
+            reasons.append(f"DeviceClass {cls_name} matches none of the {len(devices)} published devices")
+        elif not free:
+            reasons.append(f"all {len(matching)} devices DeviceClass {cls_name} matches are allocated")
+        elif not ok:
+            reasons.append(f"DeviceClass {cls_name}: no node has {need} free matching devices "
+                           f"(most on one node: {max(free.values())})")
+    if ok:
+        return ok, None
+    where = f"request {req.get('name', '?')} of claim {claim}"
+    evidence = tuple(f"held by claim {h}" for h in sorted(holders)[:8])
+    if holders:
+        fix = ("wait until those claims are released (their pods end), or ask for fewer devices; the claims "
+               "holding them are listed below")
+    else:
+        fix = FIX_NO_MATCH
+    return ok, Finding("dra-no-free-device", f"{where}: {'; '.join(reasons)}", fix, evidence)
