@@ -14,7 +14,7 @@ import sys
 import click
 
 from gpucluster import __version__
-from gpucluster.cli import cost, local, spec, stacks, tools, verify
+from gpucluster.cli import cost, images, local, spec, stacks, tools, verify
 from gpucluster.errors import GpuclusterError
 
 
@@ -24,7 +24,8 @@ def main() -> None:
     """Stand up and verify GPU Kubernetes clusters from one spec (inventories/<env>/cluster.yaml)."""
 
 
-for _command in (*spec.commands, *stacks.commands, verify.verify, cost.cost, local.local, tools.tools):
+for _command in (*spec.commands, *stacks.commands, verify.verify, cost.cost, local.local, tools.tools,
+                 images.images):
     main.add_command(_command)
 
 
