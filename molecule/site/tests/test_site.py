@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpucluster.render.gpu_operator import mig_config_name
 from gpucluster.render.nodes import node_config
 from gpucluster.spec import load_spec
 
@@ -78,9 +79,10 @@ def test_driver_mode_operator_on_gpu_hosts(host):
 def test_mig_only_on_mig_host(host):
     env = host.file("/etc/default/gpucluster-mig")
     if name_of(host) == A100:
-        assert "MIG_PARTED_SELECTED_CONFIG=all-1g.10gb" in env.content_string
+        config = mig_config_name(SPEC.pool_of(A100))  # one mig-parted config per pool, named by the render core
+        assert f"MIG_PARTED_SELECTED_CONFIG={config}" in env.content_string
         doc = yaml.safe_load(host.file("/etc/nvidia-mig-manager/config.yaml").content_string)
-        assert doc["mig-configs"]["all-1g.10gb"][0]["mig-devices"] == {"1g.10gb": 7}
+        assert doc["mig-configs"][config][0]["mig-devices"] == {"1g.10gb": 7}  # the spec's all-1g.10gb layout
     else:
         assert not env.exists
 
