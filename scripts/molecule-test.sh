@@ -27,7 +27,8 @@ done
 GPUCLUSTER_MOLECULE_IMAGE="$("$repo/scripts/molecule-image.sh")"
 export GPUCLUSTER_MOLECULE_IMAGE
 # Air-gapped artifacts built on this machine: the NVIDIA Container Toolkit (Go, cgo) and kubeadm,
-# kubelet, kubectl from the toolchain (gathered into one folder, as an operator would).
+# kubelet, kubectl from the toolchain (gathered into one folder, as an operator would), plus the
+# binaries the site scenario writes kubeadm's images from (the role calls `gpucluster images build`).
 GPUCLUSTER_NCT_DIR="$("$repo/scripts/nvidia-container-toolkit-build.sh")"
 export GPUCLUSTER_NCT_DIR
 GPUCLUSTER_K8S_BIN_DIR="$cache/molecule-k8s-bin"
@@ -36,8 +37,12 @@ mkdir -p "$GPUCLUSTER_K8S_BIN_DIR"
   ln -sf "$path" "$GPUCLUSTER_K8S_BIN_DIR/$name"
 done
 export GPUCLUSTER_K8S_BIN_DIR
-# Preflight checks a container cannot pass (see docs/host-layer.md).
-export GPUCLUSTER_KUBEADM_IGNORE="${GPUCLUSTER_KUBEADM_IGNORE:-SystemVerification,ImagePull}"
+"$repo/.venv/bin/gpucluster" tools install -q kube-apiserver kube-controller-manager kube-scheduler etcd pause >/dev/null
+# The site scenario's workload image: a static busybox (busybox-static) for the pods of its verify step.
+export GPUCLUSTER_TEST_IMAGES="$cache/test-images"
+busybox_version="$(/bin/busybox --help | sed -n 's/^BusyBox v\([^ ]*\).*/\1/p')"
+"$repo/.venv/bin/gpucluster" images build --bin-dir /bin --out-dir "$GPUCLUSTER_TEST_IMAGES" \
+  "localhost/gpucluster/busybox:$busybox_version" >/dev/null
 
 roles=(host_prep container_runtime nvidia_container_toolkit nvidia_driver kubernetes_node mig_host rdma_host)
 scenarios=("$@")
@@ -48,17 +53,29 @@ logs="$repo/reports/molecule"
 mkdir -p "$logs"
 jobs="${GPUCLUSTER_MOLECULE_JOBS:-3}"
 
+# The kubelet and containerd journals of every host of a failed scenario (before its containers go).
+keep_journals() {
+  local s="$1" dir="$2" host
+  for host in $(sed -n 's/^ *\(- *\)\{0,1\}name: *\(gpuc-[a-z0-9-]*\).*/\2/p' "$dir/molecule/$3/molecule.yml"); do
+    podman exec "$host" journalctl --no-pager -u kubelet -u containerd >"$logs/$s-$host.journal.log" 2>&1 || true
+  done
+}
+
 run_one() {
-  local s="$1" start=$SECONDS dir name
+  local s="$1" start=$SECONDS dir name rc=0
   if [[ "$s" == site ]]; then
     dir="$repo" name=site
   else
     dir="$repo/roles/$s" name=default
   fi
-  if (cd "$dir" && molecule -c "$repo/molecule/base.yml" test -s "$name") >"$logs/$s.log" 2>&1; then
+  # --destroy never: a failed scenario's journals are kept first, then its containers go.
+  (cd "$dir" && molecule -c "$repo/molecule/base.yml" test -s "$name" --destroy never) >"$logs/$s.log" 2>&1 || rc=$?
+  [[ $rc -eq 0 ]] || keep_journals "$s" "$dir" "$name"
+  (cd "$dir" && molecule -c "$repo/molecule/base.yml" destroy -s "$name") >>"$logs/$s.log" 2>&1 || true
+  if [[ $rc -eq 0 ]]; then
     echo "molecule-test: $s passed in $((SECONDS - start)) s"
   else
-    echo "molecule-test: $s FAILED after $((SECONDS - start)) s (log: $logs/$s.log)"
+    echo "molecule-test: $s FAILED after $((SECONDS - start)) s (log: $logs/$s.log, journals: $logs/$s-*.journal.log)"
     return 1
   fi
 }

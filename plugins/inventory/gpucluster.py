@@ -69,6 +69,9 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
         "kubernetes_node_init_host": control_planes[0] if control_planes else "",
         "nvidia_driver_managed_by": operator.driver.managed_by,
         "container_runtime_cdi_enabled": operator.cdi,
+        # The pod network the stacks install (flannel) or none: the host layer's daemonless bridge
+        # network (kubernetes_node_pod_network) may only stand in where the spec installs none.
+        "gpucluster_pod_network_plugin": spec.networking.pod_network.plugin,
     }
     if operator.driver.managed_by == "host":
         # The spec pins the host driver too (a package version prefix); with the operator managing the

@@ -26,6 +26,9 @@ PULUMI_KUBERNETES_PROVIDER = "4.25.0"
 
 # -- toolchain (built from Go modules, see gpucluster.toolchain.versions) ------------------------
 ETCD = "v3.6.16"
+#: The pause image kubeadm v1.37.2 names (cmd/kubeadm/app/constants PauseVersion) and the TAG of
+#: build/pause/Makefile in the same module; the air-gapped host layer builds it from that pause.c.
+PAUSE = "3.10.2"
 KWOK = "v0.8.0"
 CONTROLLER_TOOLS = "v0.20.0"
 #: Upstream API modules whose CRDs controller-gen generates for the local world.

@@ -2,7 +2,8 @@
 
 Everything these tests need is built here on first use and cached per user
 (``$GPUCLUSTER_CACHE``): the Debian 12 systemd image (scripts/molecule-image.sh), the NVIDIA Container
-Toolkit binaries (scripts/nvidia-container-toolkit-build.sh) and kubeadm/kubelet (the toolchain).
+Toolkit binaries (scripts/nvidia-container-toolkit-build.sh), kubeadm/kubelet and the binaries the
+site scenario writes kubeadm's images from (the toolchain), and the site's workload image (busybox).
 """
 
 from __future__ import annotations
@@ -17,12 +18,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from molecule_helpers import apt_cache_dirs, molecule, scenario_env
+from molecule_helpers import apt_cache_dirs, keep_journals, molecule, scenario_env
 
 REPO = Path(__file__).resolve().parents[2]
-# Preflight checks a podman container on this machine cannot pass (docs/host-layer.md): no registry
-# to pull control-plane images from, and the machine's cgroup v1 layout (kubelet >= 1.35 refuses it).
-KUBEADM_IGNORE = "SystemVerification,ImagePull"
 
 
 def _cache() -> Path:
@@ -58,7 +56,6 @@ def molecule_env() -> Iterator[dict[str, str]]:
         (apt / sub / "partial").mkdir(parents=True, exist_ok=True)
     env["GPUCLUSTER_APT_CACHE"] = str(apt)
     env["GPUCLUSTER_MOLECULE_IMAGE"] = _run_script(str(REPO / "scripts" / "molecule-image.sh"), env=env)
-    env["GPUCLUSTER_KUBEADM_IGNORE"] = KUBEADM_IGNORE
     yield env
 
 
@@ -82,6 +79,25 @@ def k8s_bin_dir() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def test_images() -> str:
+    """A folder with the site scenario's workload image archive (a static busybox) and kubeadm's binaries built.
+
+    The site scenario's kubernetes_node role writes kubeadm's images itself (`gpucluster images build`
+    over the toolchain), so the toolchain must hold those binaries before it runs.
+    """
+    from gpucluster import airgap, toolchain
+
+    toolchain.ensure(["kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "pause"], progress=False)
+    busybox = Path("/bin/busybox")
+    if not busybox.is_file():
+        pytest.fail("the site scenario's workload image needs a static /bin/busybox: apt-get install -y busybox-static")
+    version = airgap.binary_version(airgap.RECIPES["busybox"], busybox)
+    out = _cache() / "test-images"
+    airgap.build([f"localhost/gpucluster/busybox:{version}"], out, lambda _: busybox)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
 def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[dict[str, Future]]:
     """`molecule test` for every selected scenario, GPUCLUSTER_MOLECULE_JOBS (default 3) at a time.
 
@@ -99,7 +115,11 @@ def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) 
 
     def run(scenario: str) -> tuple[subprocess.CompletedProcess, float]:
         start = time.monotonic()
-        proc = molecule(envs[scenario], scenario, "test", timeout=2400)
+        # --destroy never: a failed scenario's kubelet and containerd journals are kept before its hosts go.
+        proc = molecule(envs[scenario], scenario, "test", "--destroy", "never", timeout=2400)
+        if proc.returncode != 0:
+            keep_journals(envs[scenario], scenario, logs)
+        molecule(envs[scenario], scenario, "destroy")
         seconds = time.monotonic() - start
         head = f"# molecule test -s {scenario}: rc {proc.returncode} in {seconds:.0f} s\n"
         (logs / f"{scenario}.log").write_text(head + proc.stdout + proc.stderr)

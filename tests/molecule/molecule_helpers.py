@@ -14,6 +14,7 @@ ROLES = ("host_prep", "container_runtime", "nvidia_container_toolkit", "nvidia_d
 # Scenarios that need artifacts beyond the image.
 NEEDS_NCT = {"nvidia_container_toolkit", "site"}
 NEEDS_K8S = {"kubernetes_node", "site"}
+NEEDS_IMAGES = {"site"}
 
 
 def apt_cache_dirs() -> list[str]:
@@ -30,7 +31,35 @@ def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.Fixtur
         env["GPUCLUSTER_NCT_DIR"] = request.getfixturevalue("nct_dir")
     if name in NEEDS_K8S:
         env["GPUCLUSTER_K8S_BIN_DIR"] = request.getfixturevalue("k8s_bin_dir")
+    if name in NEEDS_IMAGES:
+        env["GPUCLUSTER_TEST_IMAGES"] = request.getfixturevalue("test_images")
     return env
+
+
+def scenario_file(scenario: str) -> Path:
+    """The molecule.yml of a scenario (a role name, or ``site``)."""
+    if scenario == "site":
+        return REPO / "molecule" / "site" / "molecule.yml"
+    return REPO / "roles" / scenario / "molecule" / "default" / "molecule.yml"
+
+
+def platform_names(scenario: str) -> list[str]:
+    """The container names a scenario creates (its platforms)."""
+    import yaml
+
+    return [p["name"] for p in yaml.safe_load(scenario_file(scenario).read_text())["platforms"]]
+
+
+def keep_journals(env: dict[str, str], scenario: str, logs: Path) -> list[Path]:
+    """Save the kubelet and containerd journals of every host of ``scenario`` under ``logs`` (after a failure)."""
+    kept = []
+    for host in platform_names(scenario):
+        proc = subprocess.run(["podman", "exec", host, "journalctl", "--no-pager", "-u", "kubelet", "-u", "containerd"],
+                              env=env, capture_output=True, text=True, timeout=120, check=False)
+        path = logs / f"{scenario}-{host}.journal.log"
+        path.write_text(proc.stdout + proc.stderr)
+        kept.append(path)
+    return kept
 
 
 def molecule(env: dict[str, str], scenario: str, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:

@@ -241,3 +241,41 @@ def test_k8smod_finds_staging_replaces_and_writes_wrapper() -> None:
 )
 def test_default_binary_name(package: str, name: str) -> None:
     assert gobuild.default_binary_name(package) == name
+
+
+def test_pause_is_compiled_from_the_pinned_module_apart_from_its_go_build(env: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """pause (kind "c") comes from build/pause/linux/pause.c of the k8s module `go mod download` names,
+    compiled static with the release stamped in, and is not mixed into the k8s module's go build."""
+    module = env / "modcache" / "k8s.io" / "kubernetes@v1.37.2"
+    (module / "build/pause/linux").mkdir(parents=True)
+    (module / "build/pause/linux/pause.c").write_text("int main(void) { return 0; }\n")
+    go = (env / "go").read_text().replace(
+        'if [ "$1" = env ];',
+        f'if [ "$1" = mod ]; then echo \'{{"Path": "k8s.io/kubernetes", "Dir": "{module}"}}\'; exit 0; fi\n'
+        'if [ "$1" = env ];')
+    _script(env / "go", go)
+    cc_log = env / "cc.log"
+    # A stand-in C compiler and strip: record the call, write a binary that prints what pause -v prints.
+    _script(env / "bin" / "fake-cc", f'#!/bin/sh\necho "$@" >> {cc_log}\nwhile [ "$1" != -o ]; do shift; done\n'
+            f'printf \'#!/bin/sh\\necho "pause.c {TOOLS["pause"].version}"\\n\' > "$2"; chmod +x "$2"\n')
+    _script(env / "bin" / "strip", f'#!/bin/sh\necho "strip $@" >> {cc_log}\n')
+    monkeypatch.setenv("CC", "fake-cc")
+    paths = core.ensure(["pause", "kube-scheduler"], progress=False)
+    assert paths["pause"] == cache.version_dir(TOOLS["pause"]) / "pause"
+    assert TOOLS["pause"].version == f"v{versions.PAUSE}-{KUBERNETES}"
+    compile_call, strip_call = cc_log.read_text().splitlines()
+    assert compile_call.split()[:4] == ["-Os", "-Wall", "-Werror", "-static"]
+    assert f"-DVERSION={TOOLS['pause'].version}" in compile_call
+    assert compile_call.endswith(f"{module}/build/pause/linux/pause.c")
+    assert strip_call.startswith("strip ") and strip_call.endswith("/pause")
+    builds = [line for line in (env / "go.log").read_text().splitlines() if line.startswith("build")]
+    # the go build of the k8s module names only its Go package, not the C file
+    assert len(builds) == 1 and builds[0].endswith(" k8s.io/kubernetes/cmd/kube-scheduler")
+    assert core.locate("pause") == paths["pause"]
+
+
+def test_pause_without_a_c_compiler_is_one_clear_error(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CC", "no-such-cc")
+    with pytest.raises(GoMissing, match=r"no C compiler \(no-such-cc\) found: pause is Kubernetes' pause.c"):
+        core.ensure(["pause"], progress=False)

@@ -14,7 +14,7 @@ import sys
 import click
 
 from gpucluster import __version__
-from gpucluster.cli import cost, doctor, local, maintenance, quarantine, spec, stacks, tools, verify
+from gpucluster.cli import cost, doctor, images, local, maintenance, quarantine, spec, stacks, tools, verify
 from gpucluster.errors import GpuclusterError
 
 
@@ -25,7 +25,7 @@ def main() -> None:
 
 
 for _command in (*spec.commands, *stacks.commands, verify.verify, doctor.doctor, *maintenance.commands, cost.cost,
-                 local.local, tools.tools, quarantine.quarantine):
+                 local.local, tools.tools, quarantine.quarantine, images.images):
     main.add_command(_command)
 
 

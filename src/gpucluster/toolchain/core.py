@@ -97,10 +97,14 @@ def ensure(names: list[str] | None = None, *, progress: bool = True) -> dict[str
             pending.append(tool)
     if pending:
         gobuild.find_go()  # fail before anything starts when Go is missing
-    groups: dict[str, list[Tool]] = {}
+        for tool in pending:
+            if tool.kind == "c":
+                gobuild.find_c_compiler(tool.name)
+    # One build per wrapper module and kind: a C program of the k8s module is not part of its go build.
+    groups: dict[tuple[str, str], list[Tool]] = {}
     for tool in pending:
-        groups.setdefault(tool.module, []).append(tool)
-    for module, tools in groups.items():
+        groups.setdefault((tool.module, tool.kind), []).append(tool)
+    for (module, _), tools in groups.items():
         result.update(_build(module, tools, result, say))
     return {name: result[name] for name in requested}
 
@@ -122,6 +126,9 @@ def _build(
             out = tmp / "crds"
             out.mkdir()
             gobuild.generate_crds(done["controller-gen"], out, log, say)
+        elif tools[0].kind == "c":
+            for tool in tools:
+                gobuild.build_c(tool, tmp, log)
         else:
             gobuild.build_go(tools, tmp, log, say)
         elapsed = time.monotonic() - start

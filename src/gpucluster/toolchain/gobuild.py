@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -64,16 +65,23 @@ def go_env(go: Path, *, cgo: bool = False) -> dict[str, str]:
     return env
 
 
-def find_c_compiler() -> str:
-    """The C compiler cgo will use (``$CC``, else gcc or cc on PATH); raise :class:`GoMissing` if none."""
+#: Why each tool needs a C compiler (for the message when none is found).
+_WHY_CC = {
+    "nvidia-oracle": "nvidia-oracle is built with cgo (go-nvml's NVML bindings)",
+    "pause": "pause is Kubernetes' pause.c, compiled static (it needs the static C library, libc6-dev)",
+}
+
+
+def find_c_compiler(tool: str = "nvidia-oracle") -> str:
+    """The C compiler to use (``$CC``, else gcc or cc on PATH); raise :class:`GoMissing` if none."""
     wanted = os.environ.get("CC")
     for name in ([wanted] if wanted else ["gcc", "cc"]):
         found = shutil.which(name.split()[0])
         if found:
             return found
     raise GoMissing(
-        f"no C compiler ({wanted or 'gcc or cc'}) found: nvidia-oracle is built with cgo (go-nvml's NVML "
-        "bindings). Install one (apt-get install gcc) or set CC"
+        f"no C compiler ({wanted or 'gcc or cc'}) found: {_WHY_CC.get(tool, tool + ' needs one')}. "
+        "Install one (apt-get install gcc) or set CC"
     )
 
 
@@ -140,6 +148,51 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
         built = out_dir / default_binary_name(tool.package)
         if built.name != tool.binary:
             built.rename(out_dir / tool.binary)
+
+
+def module_source(module: str, path: str) -> Path:
+    """The folder of Go module ``path`` at the version wrapper module ``module`` requires.
+
+    ``go mod download`` verifies the download against the wrapper's committed go.sum (-mod=readonly),
+    so the source is exactly what the pin names.
+    """
+    go, _ = find_go()
+    try:
+        proc = subprocess.run([str(go), "mod", "download", "-json", path], cwd=wrappers_root() / module,
+                              env=go_env(go), capture_output=True, text=True, timeout=1800, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ToolError(f"go mod download {path} (tools/{module}) did not run: {err}") from err
+    try:
+        folder = json.loads(proc.stdout).get("Dir", "") if proc.stdout.strip() else ""
+    except ValueError:
+        folder = ""
+    if proc.returncode != 0 or not folder:
+        raise ToolError(f"go mod download {path} in tools/{module} failed (exit {proc.returncode}): "
+                        f"{(proc.stdout + proc.stderr).strip()[-500:]}")
+    return Path(folder)
+
+
+def build_c(tool: Tool, out_dir: Path, log: Path) -> None:
+    """Compile a C program of an upstream Go module, static, as upstream's Makefile does.
+
+    ``tool.package`` is ``MODULE:FILE`` (e.g. ``k8s.io/kubernetes:build/pause/linux/pause.c``); the
+    program is built with ``-Os -Wall -Werror -static -DVERSION=<tool.version>`` and stripped.
+    """
+    module_path, _, file = tool.package.partition(":")
+    source = module_source(tool.module, module_path) / file
+    if not source.is_file():
+        raise ToolError(f"{module_path} has no {file} at the pinned version (tools/{tool.module}/go.mod)")
+    cc = find_c_compiler(tool.name)
+    target = out_dir / tool.binary
+    for cmd in ([cc, "-Os", "-Wall", "-Werror", "-static", f"-DVERSION={tool.version}", "-o", str(target),
+                 str(source)], ["strip", str(target)]):
+        with log.open("a") as fh:
+            fh.write("$ " + " ".join(cmd) + "\n")
+            fh.flush()
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=600, check=False)
+        if proc.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            raise ToolError(f"building {tool.name} failed ({cmd[0]} exit {proc.returncode}); log: {log}\n{tail}")
 
 
 def default_binary_name(package: str) -> str:

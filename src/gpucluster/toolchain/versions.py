@@ -31,6 +31,7 @@ PULUMI = versions.PULUMI
 PULUMI_KUBERNETES = f"v{versions.PULUMI_KUBERNETES_PROVIDER}"
 VOLCANO = versions.VOLCANO_LOCAL
 K8S_DEVICE_PLUGIN = versions.K8S_DEVICE_PLUGIN
+PAUSE = versions.PAUSE
 
 #: Oldest Go that builds every pinned module (their go.mod files say go 1.24 … 1.26).
 MIN_GO = (1, 24)
@@ -58,7 +59,8 @@ class Tool:
     ``module`` is the wrapper folder under ``tools/``; ``package`` the Go main package to build.
     ``version_args`` runs the binary to learn its version (for reusing one found on PATH);
     ``version_text`` is the substring that output must contain for an exact match.
-    ``kind`` is ``"go"`` for a ``go build`` or ``"crds"`` for controller-gen output.
+    ``kind`` is ``"go"`` for a ``go build``, ``"crds"`` for controller-gen output, or ``"c"`` for a
+    static C program compiled from a file (``package``) of the wrapper module's main requirement.
     """
 
     name: str
@@ -133,6 +135,19 @@ _ALL: list[Tool] = [
     # For the Ansible air-gapped path; they reuse the compile cache of the four above.
     _k8s("kubeadm", optional=True, version_args=("version", "-o", "short")),
     _k8s("kubelet", optional=True),
+    # The pod sandbox image's binary for air-gapped hosts (gpucluster.airgap): Kubernetes' own
+    # build/pause/linux/pause.c from the same k8s.io/kubernetes module, compiled static with the C
+    # compiler as build/pause/Makefile does (-Os -Wall -Werror -static, then strip).
+    Tool(
+        name="pause",
+        version=f"v{PAUSE}-{KUBERNETES}",
+        module="k8s",
+        package="k8s.io/kubernetes:build/pause/linux/pause.c",
+        version_args=("-v",),
+        version_text=f"pause.c v{PAUSE}-{KUBERNETES}\n",
+        kind="c",
+        optional=True,
+    ),
     Tool(
         name="etcd",
         version=ETCD,
