@@ -55,6 +55,8 @@ def group_name(pool: str) -> str:
 
 def cluster_vars(spec: Any) -> dict[str, Any]:
     """Variables every host shares, named after the role that reads them."""
+    from gpucluster.spec.validate import api_runtime_config, component_feature_gates
+
     k8s = spec.kubernetes
     control_planes = [h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]]
     operator = spec.gpu_operator
@@ -64,7 +66,9 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
         "kubernetes_node_pod_subnet": k8s.pod_subnet,
         "kubernetes_node_service_subnet": k8s.service_subnet,
         "kubernetes_node_control_plane_endpoint": k8s.control_plane_endpoint or "",
-        "kubernetes_node_feature_gates": dict(sorted(k8s.feature_gates.items())),
+        # What the spec's DRA features need on its version (spec/features.py), the spec's own gates over it.
+        "kubernetes_node_feature_gates": component_feature_gates(spec),
+        "kubernetes_node_api_runtime_config": api_runtime_config(spec),
         "kubernetes_node_cluster_name": spec.metadata.name,
         "kubernetes_node_init_host": control_planes[0] if control_planes else "",
         "nvidia_driver_managed_by": operator.driver.managed_by,

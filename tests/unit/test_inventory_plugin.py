@@ -156,3 +156,41 @@ def test_kubeadm_pod_subnet_is_the_pod_network_cidr(tmp_path):
     kubeadm = json.loads(out.read_text())
     (flannel,) = [r for r in render(load_spec(tmp_path)).releases if r.name == "pod-network"]
     assert kubeadm["networking"]["podSubnet"] == flannel.values["podCidr"] == "10.128.0.0/14"
+
+
+@pytest.mark.parametrize("version", ["1.36.3", "1.37.2"])
+def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, version):
+    """Spec → inventory plugin → kubeadm documents: on 1.36 DeviceTaintRules need their beta-off gate on every
+    component and resource.k8s.io/v1beta2 served (facts fg-dra-device-taint-rules); on 1.37 nothing is set."""
+    text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
+    assert 'version: "1.37.2"' in text
+    (tmp_path / "cluster.yaml").write_text(text.replace('version: "1.37.2"', f'version: "{version}"'))
+    shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
+    out = tmp_path / "documents.json"
+    (tmp_path / "play.yml").write_text(f"""
+- hosts: cp-1
+  gather_facts: false
+  connection: local
+  tasks:
+    - ansible.builtin.include_vars: {REPO}/roles/kubernetes_node/vars/main.yml
+    - ansible.builtin.copy:
+        content: "{{{{ [kubernetes_node_cluster_configuration, kubernetes_node_feature_gates] | to_json }}}}"
+        dest: {out}
+        mode: "0600"
+""")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path), str(tmp_path / "play.yml"),
+                           "-e", f"ansible_python_interpreter={sys.executable}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cluster, kubelet_gates = json.loads(out.read_text())  # the KubeletConfiguration's featureGates (vars/main.yml)
+    args = {c: {a["name"]: a["value"] for a in cluster[c]["extraArgs"]}
+            for c in ("apiServer", "controllerManager", "scheduler")}
+    if version == "1.36.3":
+        assert all(a["feature-gates"] == "DRADeviceTaintRules=true" for a in args.values()), args
+        assert args["apiServer"]["runtime-config"] == "resource.k8s.io/v1beta2=true"
+        assert "runtime-config" not in args["scheduler"]
+        assert kubelet_gates == {"DRADeviceTaintRules": True}
+    else:
+        assert args == {"apiServer": {}, "controllerManager": {}, "scheduler": {}}
+        assert kubelet_gates == {}

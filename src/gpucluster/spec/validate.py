@@ -215,6 +215,19 @@ def _kubernetes(spec: ClusterSpec, c: _Collector) -> None:
                 c.error(pb, f"{nb} overlaps {pa} ({na})", "give every network its own address range")
 
 
+def component_feature_gates(spec: ClusterSpec) -> dict[str, bool]:
+    """The feature gates every component (API server, controller manager, scheduler, kubelet) runs with:
+    those the spec's DRA features need on its Kubernetes version, then the spec's own
+    ``kubernetes.featureGates`` over them (an explicit setting wins)."""
+    derived = features.gates(spec.kubernetes.minor[1], used_features(spec))
+    return dict(sorted({**derived, **spec.kubernetes.feature_gates}.items()))
+
+
+def api_runtime_config(spec: ClusterSpec) -> list[str]:
+    """The API versions the API server must serve for the spec's DRA features (``--runtime-config``)."""
+    return features.runtime_config(spec.kubernetes.minor[1], used_features(spec))
+
+
 def used_features(spec: ClusterSpec) -> list[str]:
     """The DRA features (:data:`gpucluster.spec.features.FEATURES`) the spec's objects rely on."""
     out: list[str] = []
