@@ -85,6 +85,23 @@ def test_a_new_config_the_manager_has_not_answered_is_not_taken_for_its_success(
     assert r.verdict is Verdict.passed
 
 
+def test_a_config_chosen_in_the_same_second_as_the_last_state_is_not_answered_yet() -> None:
+    """managedFields times have one-second resolution: the live watchdog test relabelled a node in the second the
+    simulated manager wrote its previous success, and verify took that success for the new config's."""
+    def labelled(config_writer: str) -> dict:
+        n = node("a100-1", {"nvidia.com/mig.config": "gpucluster-a100-mig", "nvidia.com/mig.config.state": "success"})
+        n["metadata"]["managedFields"] = [
+            {"manager": "nvidia-mig-manager", "operation": "Update", "time": T0, "fieldsV1": {"f:metadata": {
+                "f:labels": {"f:nvidia.com/mig.config.state": {}}}}},
+            {"manager": config_writer, "operation": "Update", "time": T0, "fieldsV1": {"f:metadata": {
+                "f:labels": {"f:nvidia.com/mig.config": {}}}}}]
+        return n
+    r = one([labelled("kubectl-label")], now=E0 + 1)[0]
+    assert r.verdict is Verdict.failed and "has not answered yet" in r.actual
+    # one writer of both labels (its entries merge into one in reality) wrote them together: answered
+    assert one([labelled("nvidia-mig-manager")], now=E0 + 1)[0].verdict is Verdict.passed
+
+
 def test_success_with_clients_left_paused_is_not_done() -> None:
     r = one([mig("success", paused=True)], now=E0 + 900)[0]
     assert r.verdict is Verdict.failed and "never given back" in r.reason

@@ -88,6 +88,10 @@ class Simulator:
         self.kube = kube.Kube(kubeconfig, pool_size=max(workers, 4),
                               hint="is the local world up (`gpucluster local up`)?")
         self.workers = workers
+        # One pool for the simulator's life: a new pool per sync started threads every second in the
+        # background loop, and one such start was seen to hang the loop for good (Thread.start waiting
+        # on a thread that had already started).
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="gpu-simulator")
         self.say = say or log.info
         self.silicon = silicon_of(spec)
         self.registration = node_config(spec)
@@ -135,12 +139,11 @@ class Simulator:
         names = list(self.silicon)
         desired = fleet(view, [self._node_view(self.silicon[n], nodes.get(n)) for n in names], self.oracle)
         report = SyncReport(nodes=len(self.silicon))
-        with ThreadPoolExecutor(self.workers) as pool:
-            results = list(pool.map(
-                lambda i: self._sync_node(self.silicon[names[i]], nodes.get(names[i]),
-                                          by_node.get(names[i], []), desired[i]),
-                range(len(names)),
-            ))
+        results = list(self._pool.map(
+            lambda i: self._sync_node(self.silicon[names[i]], nodes.get(names[i]),
+                                      by_node.get(names[i], []), desired[i]),
+            range(len(names)),
+        ))
         for name, (outcome, notes) in zip(names, results, strict=True):
             if outcome == "created":
                 report.created.append(name)
@@ -323,6 +326,7 @@ class Simulator:
 
     def close(self) -> None:
         self.stop()
+        self._pool.shutdown(wait=True)
         self.kube.close()
 
 

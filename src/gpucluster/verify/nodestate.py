@@ -46,14 +46,21 @@ def _owns(fields: Any, key: str) -> bool:
 
 def label_since(node: Obj, key: str) -> float | None:
     """Epoch seconds by which ``key`` had its current value (from managedFields), or None if unknown."""
-    times = []
+    last = _last_write(node, key)
+    return last[0] if last else None
+
+
+def _last_write(node: Obj, key: str) -> tuple[float, str] | None:
+    """The latest managedFields entry owning label ``key``: its time and who wrote it (manager, operation)."""
+    found: list[tuple[float, str]] = []
     for entry in node.get("metadata", {}).get("managedFields") or []:
         if _owns(entry.get("fieldsV1"), key) and entry.get("time"):
             try:
-                times.append(datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp())
+                when = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
             except ValueError:
                 continue
-    return max(times) if times else None
+            found.append((when, f"{entry.get('manager', '')}/{entry.get('operation', '')}"))
+    return max(found) if found else None
 
 
 def age(node: Obj, key: str, now: float) -> float | None:
@@ -106,7 +113,11 @@ def mig_change(node: Obj, now: float = 0.0) -> MigChange | None:
     config, state = labels.get(L.MIG_CONFIG, ""), labels.get(L.MIG_CONFIG_STATE, "")
     if not config and not state and not paused:
         return None
-    state_since, config_since = label_since(node, L.MIG_CONFIG_STATE), label_since(node, L.MIG_CONFIG)
-    newer = config_since is not None and (state_since is None or config_since > state_since)
+    state_last, config_last = _last_write(node, L.MIG_CONFIG_STATE), _last_write(node, L.MIG_CONFIG)
+    # managedFields times have one-second resolution: a config another writer chose in the same second as
+    # the manager's last state cannot be told from one already answered, so it counts as not answered
+    # (until the manager writes again, or the grace passes). One writer of both wrote them together.
+    newer = config_last is not None and (state_last is None or config_last[0] > state_last[0] or (
+        config_last[0] == state_last[0] and config_last[1] != state_last[1]))
     return MigChange(node["metadata"]["name"], config, state, paused, age(node, L.MIG_CONFIG_STATE, now),
                      age(node, L.MIG_CONFIG, now), newer)
