@@ -142,8 +142,10 @@ MUTATIONS = [
     (("monitoring", "alerts", "temperatureCelsius"), lambda v: v + 0.5, "GPUTemperatureHigh"),
     (("monitoring", "alerts", "temperatureCelsius"), lambda v: v - 0.5, "GPUTemperatureHigh"),
     (("monitoring", "alerts", "idleNamespaceGpus"), lambda v: v + 1, "GPUsAllocatedIdleInNamespace"),
-    (("nodePools", 0, "gpu", "count"), lambda v: v - 1, "GPUCountBelowSpec"),
-    (("nodePools", 0, "gpu", "count"), lambda v: v + 1, "GPUCountBelowSpec"),
+    # nodePools[3] is l4-infer (device plugin): one GPU fewer on a DRA pool would make the spec's claim
+    # templates unsatisfiable, which validation refuses before promtool runs.
+    (("nodePools", 3, "gpu", "count"), lambda v: v - 1, "GPUCountBelowSpec"),
+    (("nodePools", 3, "gpu", "count"), lambda v: v + 1, "GPUCountBelowSpec"),
 ]
 
 
