@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -31,6 +33,10 @@ def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.Fixtur
         env["GPUCLUSTER_NCT_DIR"] = request.getfixturevalue("nct_dir")
     if name in NEEDS_K8S:
         env["GPUCLUSTER_K8S_BIN_DIR"] = request.getfixturevalue("k8s_bin_dir")
+        # The SHA-256 of each binary, as an operator pins them (kubernetes_node_local_sha256).
+        env["GPUCLUSTER_K8S_BIN_SHA256"] = json.dumps({
+            n: hashlib.sha256(Path(env["GPUCLUSTER_K8S_BIN_DIR"], n).read_bytes()).hexdigest()
+            for n in ("kubeadm", "kubelet", "kubectl")})
     if name in NEEDS_IMAGES:
         env["GPUCLUSTER_TEST_IMAGES"] = request.getfixturevalue("test_images")
     return env
