@@ -40,7 +40,8 @@ def generate(nodes: int, pools: int = 20) -> dict:
         # 80G, not 80Gi: an "80GB" H100 reports 81559 MiB (79.6Gi), see docs/spec-reference.md.
         "dra": {"deviceClasses": [{"name": "gpu-80g", "selector": {"minMemory": "80G"}}],
                 "claimTemplates": [{"name": "one-80g", "deviceClass": "gpu-80g"}]},
-        "tenants": [{"name": f"team-{i}", "quota": {"gpus": 64, "cpu": "256", "memory": "1Ti"},
+        "tenants": [{"name": f"team-{i}", "quota": {"gpus": 64, "cpu": "256", "memory": "1Ti",
+                                                    "deviceClasses": {"gpu-80g": 8}},
                      "claimTemplates": ["one-80g"]} for i in range(20)],
     }
 
