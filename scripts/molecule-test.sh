@@ -4,7 +4,7 @@
 # reports/molecule/<scenario>.log; a summary line per scenario goes to stdout.
 #
 # Usage: scripts/molecule-test.sh [SCENARIO...]   (SCENARIO: a role name, or "site"; default: all)
-# Needs: podman, runc, debootstrap (apt-get install -y podman runc debootstrap) and the project venv.
+# Needs: podman, runc, debootstrap, busybox-static (apt-get install -y podman runc debootstrap busybox-static) and the project venv.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything gpucluster needs on a fresh Debian 12 machine, idempotently:
-#   1. Debian packages (podman, runc, debootstrap for the Molecule hosts; gcc for the cgo-built
-#      NVIDIA Container Toolkit of the air-gapped path; iproute2, git, make)
+#   1. Debian packages (podman, runc, debootstrap for the Molecule hosts; busybox-static for the site
+#      scenario's workload image; gcc for the cgo-built NVIDIA Container Toolkit of the air-gapped
+#      path; iproute2, git, make)
 #   2. a Python virtualenv in .venv with gpucluster and its test dependencies
 #   3. the Go-built toolchain (Kubernetes control plane, etcd, kwok, controller-gen, promtool,
 #      Pulumi engine and provider) into the per-user cache; cached builds are reused
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-APT_PACKAGES=(podman runc debootstrap gcc iproute2 git make ca-certificates)
+APT_PACKAGES=(podman runc debootstrap busybox-static gcc iproute2 git make ca-certificates)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

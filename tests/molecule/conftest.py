@@ -41,7 +41,7 @@ def molecule_env() -> Iterator[dict[str, str]]:
     """Environment for `molecule`: podman conf, roles path, image name, apt cache, artifacts."""
     missing = [tool for tool in ("podman", "runc", "debootstrap") if shutil.which(tool) is None]
     if missing:
-        reason = f"Molecule tests need {', '.join(missing)}: apt-get install -y podman runc debootstrap"
+        reason = f"Molecule tests need {', '.join(missing)}: apt-get install -y podman runc debootstrap busybox-static"
         if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":  # scripts/test.sh installed them: missing is a failure
             pytest.fail(reason)
         pytest.skip(reason)
