@@ -135,25 +135,7 @@ def test_kubeadm_pod_subnet_is_the_pod_network_cidr(tmp_path):
     assert "podSubnet: 10.244.0.0/16" in text
     (tmp_path / "cluster.yaml").write_text(text.replace("podSubnet: 10.244.0.0/16", "podSubnet: 10.128.0.0/14"))
     shutil.copy(REPO / "inventories" / "lab" / "hosts.gpucluster.yml", tmp_path)
-    out = tmp_path / "cluster-configuration.json"
-    # Evaluated on the controller only: no host is contacted (include_vars and copy run locally).
-    (tmp_path / "play.yml").write_text(f"""
-- hosts: cp-01
-  gather_facts: false
-  connection: local
-  tasks:
-    - ansible.builtin.include_vars: {REPO}/roles/kubernetes_node/vars/main.yml
-    - ansible.builtin.copy:
-        content: "{{{{ kubernetes_node_cluster_configuration | to_json }}}}"
-        dest: {out}
-        mode: "0600"
-""")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path), str(tmp_path / "play.yml"),
-                           "-e", f"ansible_python_interpreter={sys.executable}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    kubeadm = json.loads(out.read_text())
+    kubeadm = role_vars(tmp_path, "cp-01", "kubernetes_node_cluster_configuration")
     (flannel,) = [r for r in render(load_spec(tmp_path)).releases if r.name == "pod-network"]
     assert kubeadm["networking"]["podSubnet"] == flannel.values["podCidr"] == "10.128.0.0/14"
 
@@ -166,24 +148,9 @@ def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, v
     assert 'version: "1.37.2"' in text
     (tmp_path / "cluster.yaml").write_text(text.replace('version: "1.37.2"', f'version: "{version}"'))
     shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
-    out = tmp_path / "documents.json"
-    (tmp_path / "play.yml").write_text(f"""
-- hosts: cp-1
-  gather_facts: false
-  connection: local
-  tasks:
-    - ansible.builtin.include_vars: {REPO}/roles/kubernetes_node/vars/main.yml
-    - ansible.builtin.copy:
-        content: "{{{{ [kubernetes_node_cluster_configuration, kubernetes_node_feature_gates] | to_json }}}}"
-        dest: {out}
-        mode: "0600"
-""")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path), str(tmp_path / "play.yml"),
-                           "-e", f"ansible_python_interpreter={sys.executable}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    cluster, kubelet_gates = json.loads(out.read_text())  # the KubeletConfiguration's featureGates (vars/main.yml)
+    # kubelet_gates: the KubeletConfiguration's featureGates (vars/main.yml)
+    cluster, kubelet_gates = role_vars(
+        tmp_path, "cp-1", "[kubernetes_node_cluster_configuration, kubernetes_node_feature_gates]")
     args = {c: {a["name"]: a["value"] for a in cluster[c]["extraArgs"]}
             for c in ("apiServer", "controllerManager", "scheduler")}
     if version == "1.36.3":
@@ -194,3 +161,26 @@ def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, v
     else:
         assert args == {"apiServer": {}, "controllerManager": {}, "scheduler": {}}
         assert kubelet_gates == {}
+
+
+def role_vars(inventory: Path, host: str, expression: str):
+    """``expression`` over the kubernetes_node role's vars for ``host`` of ``inventory`` (the inventory
+    plugin's variables), as Ansible evaluates it on the controller: no host is contacted."""
+    out = inventory / "role-vars.json"
+    (inventory / "play.yml").write_text(f"""
+- hosts: {host}
+  gather_facts: false
+  connection: local
+  tasks:
+    - ansible.builtin.include_vars: {REPO}/roles/kubernetes_node/vars/main.yml
+    - ansible.builtin.copy:
+        content: "{{{{ {expression} | to_json }}}}"
+        dest: {out}
+        mode: "0600"
+""")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(inventory / "play.yml"),
+                           "-e", f"ansible_python_interpreter={sys.executable}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
