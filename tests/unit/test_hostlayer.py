@@ -1,0 +1,160 @@
+"""The host-layer phase of `gpucluster up` with the real ansible-playbook and the repo's progress callback.
+
+The playbooks here are small stand-ins run on this machine (local connection), so the phase's own
+parts are measured: the inventory plugin source, per-play and per-host progress, the counts that make
+a re-run report "no changes", the kubeconfig fetch (private file, a new cluster noticed by its CA),
+and a failed task named with its host and message. The real site playbook and its kubeconfig
+playbook run in the Molecule site scenario (molecule/site/converge.yml).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucluster import hostlayer
+from gpucluster.errors import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+
+SITE = """
+- name: Prepare hosts
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write a marker once
+      ansible.builtin.copy:
+        dest: "{{ marker_dir }}/{{ inventory_hostname }}"
+        content: "{{ inventory_hostname }}\\n"
+        mode: "0644"
+    - name: Fail where asked
+      ansible.builtin.fail:
+        msg: "cannot prepare {{ inventory_hostname }}: asked to fail"
+      when: inventory_hostname == (fail_on | default(''))
+- name: Bootstrap the control plane
+  hosts: control_plane
+  gather_facts: false
+  tasks:
+    - name: Nothing to change
+      ansible.builtin.command: "true"
+      changed_when: false
+"""
+
+KUBECONFIG = """
+- name: Fetch the admin kubeconfig
+  hosts: control_plane
+  gather_facts: false
+  tasks:
+    - name: Copy the admin kubeconfig from the init host
+      ansible.builtin.fetch:
+        src: "{{ admin_conf }}"
+        dest: "{{ gpucluster_kubeconfig }}"
+        flat: true
+      when: inventory_hostname == kubernetes_node_init_host
+"""
+
+
+def admin_conf(ca: bytes) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "clusters": [
+        {"name": "c", "cluster": {"server": "https://127.0.0.1:6443",
+                                  "certificate-authority-data": base64.b64encode(ca).decode()}}]})
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """An Ansible folder with stand-in playbooks, and an inventory of three local-connection hosts."""
+    base = tmp_path / "ansible"
+    (base / "playbooks").mkdir(parents=True)
+    (base / "playbooks" / "site.yml").write_text(SITE)
+    (base / "playbooks" / "kubeconfig.yml").write_text(KUBECONFIG)
+    (base / "ansible.cfg").write_text((REPO / "ansible.cfg").read_text())
+    (base / "plugins").symlink_to(REPO / "plugins")
+    (base / "roles").symlink_to(REPO / "roles")
+    monkeypatch.setenv(hostlayer.PLAYBOOKS_ENV, str(base))
+    spec = yaml.safe_load((REPO / "molecule" / "site" / "inventory" / "cluster.yaml").read_text())
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    for host in spec["hosts"]:
+        host["ansibleVars"] = local
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "cluster.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (inventory / "hosts.gpucluster.yml").write_text("plugin: gpucluster\n")
+    (tmp_path / "markers").mkdir()
+    conf = tmp_path / "admin.conf"
+    conf.write_text(admin_conf(b"first CA"))
+    group_vars = {"marker_dir": str(tmp_path / "markers"), "admin_conf": str(conf)}
+    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
+    hosts = [h["name"] for h in spec["hosts"]]
+    return {"inventory": inventory, "conf": conf, "group_vars": group_vars, "hosts": hosts,
+            "kubeconfig": tmp_path / "state" / "admin.conf"}
+
+
+def run(world, lines=None):
+    return hostlayer.run(world["inventory"], world["kubeconfig"], (lines if lines is not None else []).append)
+
+
+def test_first_run_changes_second_run_does_not(world):
+    lines: list[str] = []
+    first = run(world, lines)
+    assert set(first.hosts) == set(world["hosts"]) and first.plays == 3
+    # one change per host (its marker), plus the kubeconfig fetched on the init host
+    assert first.changed == len(world["hosts"]) + 1
+    assert all(c["failures"] == 0 for c in first.hosts.values())
+    # progress: one line per play, naming every host the play ran on
+    prepare = next(line for line in lines if line.startswith("Prepare hosts:"))
+    assert all(h in prepare for h in world["hosts"])
+    assert any(line.startswith("Fetch the admin kubeconfig:") for line in lines)
+    again = run(world)
+    assert again.changed == 0 and set(again.hosts) == set(world["hosts"])
+    assert not again.new_cluster
+
+
+def test_kubeconfig_is_fetched_private_and_a_new_cluster_is_noticed(world):
+    first = run(world)
+    assert first.kubeconfig == world["kubeconfig"]
+    assert first.kubeconfig.read_text() == world["conf"].read_text()
+    assert stat.S_IMODE(first.kubeconfig.stat().st_mode) == 0o600
+    assert stat.S_IMODE(first.kubeconfig.parent.stat().st_mode) == 0o700
+    assert not first.new_cluster  # nothing was fetched before
+    world["conf"].write_text(admin_conf(b"another CA"))  # kubeadm init ran again: a new cluster
+    again = run(world)
+    assert again.new_cluster and again.changed == 1
+
+
+def test_a_failed_task_names_host_task_and_message(world):
+    world["group_vars"]["fail_on"] = world["hosts"][1]
+    (world["inventory"] / "group_vars" / "all.yml").write_text(yaml.safe_dump(world["group_vars"]))
+    with pytest.raises(hostlayer.HostLayerFailed) as caught:
+        run(world)
+    message = str(caught.value)
+    assert f"failed on {world['hosts'][1]}" in message and "'Fail where asked'" in message
+    assert f"cannot prepare {world['hosts'][1]}: asked to fail" in message
+    assert caught.value.exit_code == 1
+
+
+def test_an_inventory_without_a_plugin_source_is_a_user_error(world):
+    (world["inventory"] / "hosts.gpucluster.yml").unlink()
+    with pytest.raises(InputError, match="no Ansible inventory source") as caught:
+        run(world)
+    assert caught.value.exit_code == 2
+
+
+def test_missing_playbooks_are_a_user_error(world, monkeypatch, tmp_path):
+    monkeypatch.setenv(hostlayer.PLAYBOOKS_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(InputError, match="--skip-hosts"):
+        run(world)
+
+
+def test_the_checkout_holds_the_real_playbooks(monkeypatch):
+    monkeypatch.delenv(hostlayer.PLAYBOOKS_ENV, raising=False)
+    base = hostlayer.ansible_dir()
+    for name in hostlayer.PLAYBOOKS:
+        assert (base / "playbooks" / name).is_file()
+    assert (base / "plugins" / "callback" / "gpucluster_progress.py").is_file()
+    assert os.access(base / "ansible.cfg", os.R_OK)
