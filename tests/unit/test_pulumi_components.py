@@ -303,3 +303,25 @@ def test_the_kubeconfig_context_reaches_the_one_provider():
     program()
     (prov,) = [r for r in rec.resources if r.typ == "pulumi:providers:kubernetes"]
     assert prov.inputs["kubeconfig"] == "/path/to/kubeconfig" and prov.inputs["context"] == "lab-admin@lab"
+
+
+def test_objects_of_a_release_left_out_for_its_chart_go_with_it():
+    """Without chart repositories, a kind only a skipped release would bring is left out with that release
+    (cause ``chart``, not a failure), and a kind no release brings stays a missing CRD (exit 1)."""
+    rendered = render(load_spec(REPO / "inventories" / "lab"))
+    core = frozenset((o["apiVersion"], o["kind"]) for o in rendered.objects()
+                     if "." not in o["apiVersion"].split("/")[0] or o["apiVersion"].startswith(
+                         ("scheduling.k8s.io", "rbac.authorization.k8s.io", "resource.k8s.io")))
+    plans = plan(rendered, ClusterFacts(served=core, remote_charts=False))
+    skipped = {s.what: s for p in plans.values() for s in p.skipped}
+    queues = [w for w in skipped if w.startswith("Queue ")]
+    assert queues and all(skipped[w].cause == "chart" and "release volcano" in skipped[w].reason for w in queues)
+    assert skipped["NicClusterPolicy nic-cluster-policy"].cause == "chart"
+    assert "release network-operator" in skipped["NicClusterPolicy nic-cluster-policy"].reason
+    # nv-ipam's IPPool comes from the operator's reconcile, not a chart of the spec: still a missing CRD
+    assert skipped["IPPool ib-rail-0"].cause == "unserved"
+    assert skipped["PrometheusRule gpucluster-gpu-alerts"].cause == "unserved"
+    # where the charts can be fetched, the same kinds are admitted on the release's behalf
+    plans = plan(rendered, ClusterFacts(served=core))
+    kinds = {o["kind"] for p in plans.values() for o in p.objects()}
+    assert {"Queue", "NicClusterPolicy"} <= kinds

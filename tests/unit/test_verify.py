@@ -501,3 +501,43 @@ def test_an_unreachable_host_fails_host_reachable(monkeypatch, tmp_path, cli, lo
     bad = {(r["check"], r["subject"]) for r in data["results"] if r["verdict"] == "fail"}
     assert bad == {("host-reachable", h.name) for h in spec.hosts}
     assert out.exit_code == 1
+
+
+def _nothing_publishes(snap: Snapshot) -> Snapshot:
+    """The same cluster with no device plugin, no DRA kubelet plugin and no chart installed."""
+    for node in snap.nodes:
+        for key in ("capacity", "allocatable"):
+            node["status"][key] = {k: v for k, v in node["status"][key].items()
+                                   if not k.startswith(cluster.GPU_PREFIXES)}
+    snap.resource_slices, snap.daemonsets, snap.helm_releases = [], [], []
+    return snap
+
+
+DEVICE_ROWS = {"node-capacity", "node-allocatable", "dra-slices", "deviceclass-matches"}
+
+
+def test_without_chart_repositories_devices_nothing_publishes_are_not_measured(spec):
+    snap = _nothing_publishes(perfect(spec))
+    results = cluster.run(spec, snap, charts_reachable=False)
+    assert failures(results) == set()
+    unmeasured = {r.check: r.reason for r in results if r.verdict is Verdict.skipped}
+    assert DEVICE_ROWS <= set(unmeasured)
+    assert "gpu-operator" in unmeasured["node-capacity"] and "dra-driver" in unmeasured["dra-slices"]
+    # hosts that are expected to publish nothing are still measured (and pass)
+    bare = [n for n, s in expected.host_states(spec).items() if not s.resources]
+    passed = {(r.check, r.subject) for r in results if r.verdict is Verdict.passed}
+    assert all(("node-capacity", n) in passed for n in bare)
+    # the local world's GPU simulator stands in for those agents: there the same cluster fails
+    simulated = {c for c, _ in failures(cluster.run(spec, snap, charts_reachable=False, simulated=True))}
+    assert DEVICE_ROWS <= simulated
+    # and so it does where the charts can be fetched
+    assert DEVICE_ROWS <= {c for c, _ in failures(cluster.run(spec, snap))}
+
+
+def test_without_chart_repositories_a_node_that_publishes_devices_is_measured(spec):
+    snap = _nothing_publishes(perfect(spec))
+    name, state = next((n, s) for n, s in expected.host_states(spec).items() if "nvidia.com/gpu" in s.resources)
+    node = next(n for n in snap.nodes if n["metadata"]["name"] == name)
+    node["status"]["capacity"]["nvidia.com/gpu"] = str(state.resources["nvidia.com/gpu"] - 1)
+    results = cluster.run(spec, snap, charts_reachable=False)
+    assert ("node-capacity", name) in failures(results)

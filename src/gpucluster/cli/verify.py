@@ -18,6 +18,7 @@ from gpucluster.verify.model import Result, Verdict, problems
 @click.command()
 @options.inventory
 @options.cluster
+@options.no_chart_repositories
 @click.option("--hosts", "host_mode", type=click.Choice(["none", "ssh", "podman", "local"]), default="none",
               show_default=True, help="Also run host checks through testinfra, connecting this way.")
 @click.option("--metrics-url", multiple=True, help="DCGM exporter (or federate) endpoint for XID/ECC health checks.")
@@ -34,7 +35,8 @@ from gpucluster.verify.model import Result, Verdict, problems
 @click.option("--partial", is_flag=True,
               help="A partial run: rows that could not be measured are listed but do not fail the run.")
 @click.option("--checklist", "show_checklist", is_flag=True, help="Print the production checklist mapping and exit.")
-def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None, host_mode: str,
+def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None, no_chart_repositories: bool,
+           host_mode: str,
            metrics_url: tuple[str, ...], output: str, out_dir: Path | None, json_out: Path | None,
            junit: Path | None, reconfig_deadline: float, upgrade_deadline: float, only_node: str | None,
            problems_only: bool, partial: bool, show_checklist: bool) -> None:
@@ -63,8 +65,11 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
                                   say=lambda line: click.echo(line, err=True))
     snap = cluster.fetch(spec, config, context)
     fetched = time.perf_counter()
-    # The local world cannot fetch charts: what depends on them is not measured there (--partial).
-    results: list[Result] = cluster.rows(spec, snap, metrics_url, charts_reachable=not inventories.is_local(spec))
+    # The local world cannot fetch charts: what depends on them is not measured there (--partial); its
+    # GPU simulator stands in for their node agents.
+    local = inventories.is_local(spec)
+    results: list[Result] = cluster.rows(spec, snap, metrics_url, charts_reachable=not (local or no_chart_repositories),
+                                         simulated=local)
     results += followed
     if host_mode != "none":
         from gpucluster.verify import hosts
@@ -95,6 +100,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
         report.write(json_out, report.to_json(results, meta))
     if junit:
         report.write(junit, report.to_junit(results))
-    problem = problems(results, partial=partial)
+    # Without chart repositories the rows their releases would make measurable cannot be: a partial run.
+    problem = problems(results, partial=partial or no_chart_repositories)
     if problem:
         raise Failed(problem)

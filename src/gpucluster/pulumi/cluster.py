@@ -53,11 +53,13 @@ def served_kinds_of(kubeconfig: str | Path | None, context: str | None = None) -
         api.close()
 
 
-def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True, context: str | None = None) -> ClusterFacts:
+def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True, context: str | None = None,
+             simulated: bool = False) -> ClusterFacts:
     """Ask the cluster what it serves and which nodes it has."""
     api = _client(kubeconfig, context)
     try:
-        return ClusterFacts(served=served_kinds(api), nodes=node_names(api), remote_charts=remote_charts)
+        return ClusterFacts(served=served_kinds(api), nodes=node_names(api), remote_charts=remote_charts,
+                            simulated=simulated)
     finally:
         api.close()
 

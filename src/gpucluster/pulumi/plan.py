@@ -68,6 +68,8 @@ class ClusterFacts:
     nodes: frozenset[str] | None = None
     #: False where chart repositories cannot be reached (the local world): remote charts are skipped.
     remote_charts: bool = True
+    #: True in the local world, where the GPU simulator stands in for the node agents of those charts.
+    simulated: bool = False
 
 
 def chart_source(rel: Release) -> ChartSource:
@@ -109,13 +111,19 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
     tenant_components = components.of_stack(components.TENANTS)
     tenant_ns = namespace_names(rendered.objects(*tenant_components))
 
+    #: Kinds whose CRDs only a release left out below would bring, and that release.
+    not_coming: dict[tuple[str, str], str] = {}
     for rel in rendered.releases:
         src = chart_source(rel)
         comp = rel.name  # a release is named after the component that installs it
         if src.local_path is None and not facts.remote_charts:
             platform.skipped.append(Skipped("platform", f"release {rel.name} ({rel.chart} {rel.version})",
                                             "chart repositories are unreachable here; the GPU simulator "
-                                            "stands in for its node agents", cause="chart"))
+                                            "stands in for its node agents" if facts.simulated else
+                                            "chart repositories are unreachable here (air-gapped sites "
+                                            "point `repository` at a local chart folder)", cause="chart"))
+            for k in getattr(module(components.get(comp)), "CHART_KINDS", ()):
+                not_coming[k] = rel.name
             continue
         platform.releases.setdefault(comp, []).append(src)
     # Kinds whose CRDs a release of this run installs: admitted though not served yet (the stack
@@ -124,6 +132,13 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
               for k in getattr(module(components.get(comp)), "CHART_KINDS", ())}
 
     def admit(stack: StackPlan, component: str, obj: Obj) -> None:
+        if facts.served is not None and gvk(obj) not in facts.served and gvk(obj) in not_coming:
+            api, kind = gvk(obj)
+            stack.skipped.append(Skipped(stack.name, f"{kind} {obj['metadata']['name']}",
+                                         f"{api} {kind} comes with the release {not_coming[gvk(obj)]}, which "
+                                         "is not installed (its chart repository is unreachable here)",
+                                         cause="chart"))
+            return
         if facts.served is not None and gvk(obj) not in facts.served and gvk(obj) not in coming:
             api, kind = gvk(obj)
             stack.skipped.append(Skipped(stack.name, f"{kind} {obj['metadata']['name']}",

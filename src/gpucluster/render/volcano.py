@@ -19,6 +19,8 @@ from gpucluster.render.common import Obj, obj
 from gpucluster.spec.model import ChartRef, ClusterSpec, Tenant
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
+#: Kinds whose CRDs the volcano chart installs (its ``crd/`` folder): their objects follow the release.
+CHART_KINDS = frozenset({(QUEUE_API, "Queue")})
 #: The scheduler name pods and Volcano Jobs carry in ``spec.schedulerName``.
 SCHEDULER_NAME = "volcano"
 #: Scheduler feature gate that makes vc-scheduler track ResourceClaims/ResourceSlices.

@@ -8,6 +8,7 @@ integration tests.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from gpucluster import cel, expected
@@ -47,7 +48,43 @@ def managed_taint_keys(spec: ClusterSpec, states: dict[str, HostState]) -> set[s
     return {t.split(":")[0].split("=")[0] for s in states.values() for t in s.taints} | {"nvidia.com/gpu"}
 
 
-def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) -> Iterator[Result]:
+#: The release whose node agents publish each kind of extended resource (device plugins).
+RESOURCE_AGENTS = {"nvidia.com/": "gpu-operator", "rdma/": "network-operator"}
+#: The release whose kubelet plugin publishes the DRA driver's ResourceSlices.
+DRA_AGENT = "dra-driver"
+
+
+def absent_agents(spec: ClusterSpec, *, charts_reachable: bool = True, simulated: bool = False) -> set[str]:
+    """Releases not installed on purpose and with nothing standing in for their node agents.
+
+    Where chart repositories cannot be reached, the releases from a repository are not installed; in
+    the local world the GPU simulator publishes what their agents would, so none is absent there.
+    """
+    from gpucluster.render import releases
+
+    if charts_reachable or simulated:
+        return set()
+    return {r.name for r in releases(spec) if r.repository.startswith(("http://", "https://", "oci://"))}
+
+
+def _no_agents(want: dict[str, int], published: dict[str, int], absent: AbstractSet[str]) -> str:
+    """Why a node's extended resources cannot be measured ("" when they can): nothing could publish them."""
+    if published or not want:
+        return ""
+    needed = sorted({agent for key in want for prefix, agent in RESOURCE_AGENTS.items() if key.startswith(prefix)})
+    if not needed or not set(needed) <= absent:
+        return ""
+    return (f"nothing publishes this node's devices: the release(s) {', '.join(needed)} whose device plugins "
+            "would are not installed (chart repositories unreachable here)")
+
+
+def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState], *,
+                absent: AbstractSet[str] = frozenset()) -> Iterator[Result]:
+    """Per node: Ready, GPU/RDMA capacity and allocatable, GPU health, labels and taints.
+
+    ``absent`` (:func:`absent_agents`): releases not installed on purpose; a node whose expected
+    devices only their agents would publish, and that publishes none, is not measured for them.
+    """
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
     managed = managed_taint_keys(spec, states)
     for name, want in states.items():
@@ -60,45 +97,66 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState])
         yield compare("node-ready", name, "True", _ready(node), "node is not Ready")
         status = node.get("status", {})
         capacity, allocatable = _ext(status.get("capacity", {})), _ext(status.get("allocatable", {}))
-        yield compare("node-capacity", name, want.resources, capacity)
-        withheld = {k: capacity[k] - allocatable.get(k, 0) for k in capacity if allocatable.get(k, 0) < capacity[k]}
-        yield compare("node-allocatable", name, want.resources, allocatable,
-                      "; ".join(f"{n} {k} withheld (unhealthy devices?)" for k, n in sorted(withheld.items())))
-        if want.gpu_count:
-            gpu_conditions = [c for c in status.get("conditions", []) if _gpu_condition(c)]
-            bad = [f"{c['type']}: {c.get('message') or c.get('reason') or 'True'}"
-                   for c in gpu_conditions if c.get("status") == "True"]
-            if bad:
-                yield fail("gpu-health", name, "no GPU problem conditions", "; ".join(bad))
-            elif not gpu_conditions:
-                yield skip("gpu-health", name, "no agent reports GPU conditions on this node (a node-problem-"
-                           "detector GPU monitor would); DCGM health is checked with --metrics-url")
-            else:
-                yield ok("gpu-health", name, "no GPU problem conditions",
-                         ", ".join(f"{c['type']}=False" for c in gpu_conditions))
-        labels = node["metadata"].get("labels", {})
-        wrong = {k: labels.get(k, "(missing)") for k, v in want.labels.items() if labels.get(k) != v}
-        if wrong:
-            yield fail("node-labels", name, {k: want.labels[k] for k in wrong}, wrong)
+        unmeasured = _no_agents(want.resources, capacity, absent)
+        if unmeasured:
+            yield skip("node-capacity", name, unmeasured)
+            yield skip("node-allocatable", name, unmeasured)
         else:
-            yield ok("node-labels", name, f"{len(want.labels)} labels", "all match")
-        # Taints with a key the spec manages must be exactly the expected ones; others (the
-        # node lifecycle's node.kubernetes.io/*, an operator's cordon) are not ours to judge.
-        have = {f"{t['key']}={t.get('value', '')}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
-                for t in node.get("spec", {}).get("taints", []) or [] if t["key"] in managed}
-        missing, extra = sorted(set(want.taints) - have), sorted(have - set(want.taints))
-        if missing or extra:
-            why = "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
-                            + ([f"unexpected {', '.join(extra)}"] if extra else []))
-            yield fail("node-taints", name, sorted(want.taints) or "(none)", sorted(have) or "(none)", why)
-        else:
-            yield ok("node-taints", name, sorted(want.taints) or "(none)", sorted(have) or "(none)")
+            yield from _resource_checks(name, want.resources, capacity, allocatable)
+        yield from _node_health_and_labels(name, node, want, managed)
     for name in sorted(set(nodes) - set(states)):
         yield fail("node-known", name, "a host of the spec", "not in the spec",
                    "a node the spec does not list: add it to hosts (and a pool), or remove it from the cluster")
 
 
-def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) -> Iterator[Result]:
+def _resource_checks(name: str, want: dict[str, int], capacity: dict[str, int],
+                     allocatable: dict[str, int]) -> Iterator[Result]:
+    yield compare("node-capacity", name, want, capacity)
+    withheld = {k: capacity[k] - allocatable.get(k, 0) for k in capacity if allocatable.get(k, 0) < capacity[k]}
+    yield compare("node-allocatable", name, want, allocatable,
+                  "; ".join(f"{n} {k} withheld (unhealthy devices?)" for k, n in sorted(withheld.items())))
+
+
+def _node_health_and_labels(name: str, node: dict, want: HostState, managed: set[str]) -> Iterator[Result]:
+    status = node.get("status", {})
+    if want.gpu_count:
+        gpu_conditions = [c for c in status.get("conditions", []) if _gpu_condition(c)]
+        bad = [f"{c['type']}: {c.get('message') or c.get('reason') or 'True'}"
+               for c in gpu_conditions if c.get("status") == "True"]
+        if bad:
+            yield fail("gpu-health", name, "no GPU problem conditions", "; ".join(bad))
+        elif not gpu_conditions:
+            yield skip("gpu-health", name, "no agent reports GPU conditions on this node (a node-problem-"
+                       "detector GPU monitor would); DCGM health is checked with --metrics-url")
+        else:
+            yield ok("gpu-health", name, "no GPU problem conditions",
+                     ", ".join(f"{c['type']}=False" for c in gpu_conditions))
+    labels = node["metadata"].get("labels", {})
+    wrong = {k: labels.get(k, "(missing)") for k, v in want.labels.items() if labels.get(k) != v}
+    if wrong:
+        yield fail("node-labels", name, {k: want.labels[k] for k in wrong}, wrong)
+    else:
+        yield ok("node-labels", name, f"{len(want.labels)} labels", "all match")
+    # Taints with a key the spec manages must be exactly the expected ones; others (the
+    # node lifecycle's node.kubernetes.io/*, an operator's cordon) are not ours to judge.
+    have = {f"{t['key']}={t.get('value', '')}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
+            for t in node.get("spec", {}).get("taints", []) or [] if t["key"] in managed}
+    missing, extra = sorted(set(want.taints) - have), sorted(have - set(want.taints))
+    if missing or extra:
+        why = "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
+                        + ([f"unexpected {', '.join(extra)}"] if extra else []))
+        yield fail("node-taints", name, sorted(want.taints) or "(none)", sorted(have) or "(none)", why)
+    else:
+        yield ok("node-taints", name, sorted(want.taints) or "(none)", sorted(have) or "(none)")
+
+
+#: Why DRA rows are not measured where the DRA driver's release is absent and nothing publishes devices.
+NO_DRA_AGENT = ("nothing publishes DRA devices: the release dra-driver, whose kubelet plugin would, is not "
+                "installed (chart repositories unreachable here)")
+
+
+def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState], *,
+               absent: AbstractSet[str] = frozenset()) -> Iterator[Result]:
     dra_hosts = {n: s for n, s in states.items() if s.devices}
     if not dra_hosts and not spec.dra.device_classes:
         return
@@ -114,6 +172,9 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) 
             counters.setdefault(s["nodeName"], []).extend(s.get("sharedCounters") or [])
     for name, want in dra_hosts.items():
         got = by_node.get(name, [])
+        if not got and not counters.get(name) and DRA_AGENT in absent:
+            yield skip("dra-slices", name, NO_DRA_AGENT)
+            continue
         problems = device_problems(want.devices, got)
         if want.counter_sets or counters.get(name):
             problems += counter_problems(want.counter_sets, counters.get(name, []))
@@ -123,7 +184,7 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState]) 
             yield fail("dra-slices", name, exp, act, "; ".join(problems[:5]))
         else:
             yield ok("dra-slices", name, exp, act)
-    yield from _device_class_checks(spec, snap)
+    yield from _device_class_checks(spec, snap, absent)
 
 
 def _attrs(dev: dict) -> dict[str, object]:
@@ -232,7 +293,7 @@ def counter_problems(want: dict[str, dict[str, int]], got: list[dict]) -> list[s
     return problems
 
 
-def _device_class_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[str] = frozenset()) -> Iterator[Result]:
     if not spec.dra.enabled or not spec.dra.device_classes:
         return
     deployed = {d["metadata"]["name"]: d for d in snap.device_classes or []}
@@ -251,7 +312,9 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
             yield skip("deviceclass-matches", subject, f"{err}; verify evaluates gpucluster's CEL subset only")
             continue
         n = sum(1 for drv, dev in devices if all(cel.matches(p, drv, dev) for p in programs))
-        if n:
+        if not devices and DRA_AGENT in absent:
+            yield skip("deviceclass-matches", subject, NO_DRA_AGENT)
+        elif n:
             yield ok("deviceclass-matches", subject, ">= 1 device", f"{n} devices")
         else:
             yield fail("deviceclass-matches", subject, ">= 1 device", "0 devices",
@@ -272,8 +335,8 @@ def daemonset_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostSt
         ds = present.get((ns, name))
         if ds is None:
             if not charts_reachable:
-                yield skip("daemonsets-ready", subject, "its chart is not installed here (local world: chart "
-                           "repositories are unreachable; the GPU simulator stands in for its pods)")
+                yield skip("daemonsets-ready", subject, "its chart is not installed here (chart repositories are "
+                           "unreachable; in the local world the GPU simulator stands in for its pods)")
             else:
                 yield fail("daemonsets-ready", subject, want, "missing", "the operator did not create it")
             continue
@@ -325,8 +388,8 @@ def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = 
         if found is None:
             local_path = not rel.repository.startswith(("http://", "https://", "oci://"))
             if not charts_reachable and not local_path:
-                yield skip("charts-installed", subject, "chart repositories are unreachable here (local world): "
-                           "not installed on purpose; the GPU simulator stands in for its node agents")
+                yield skip("charts-installed", subject, "chart repositories are unreachable here: not installed "
+                           "on purpose (in the local world the GPU simulator stands in for its node agents)")
             else:
                 yield fail("charts-installed", subject, want, "not installed",
                            "; ".join(broken[:2]) or "no deployed Helm release of that name in the namespace")
@@ -363,14 +426,17 @@ def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str 
 
 
 def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
-        charts_reachable: bool = True) -> list[Result]:
+        charts_reachable: bool = True, simulated: bool = False) -> list[Result]:
     """Every cluster check; ``states`` (from :func:`expected.host_states`) is computed when not given.
 
-    ``charts_reachable`` False (the local world): releases from chart repositories are not installed
-    on purpose, so what depends on them is not measured (with that reason) instead of failed.
+    ``charts_reachable`` False (the local world, an air-gapped site without local charts): releases
+    from chart repositories are not installed on purpose, so what depends on them is not measured
+    (with that reason) instead of failed. ``simulated`` (the local world): the GPU simulator stands in
+    for their node agents, so the devices they would publish are still checked.
     """
     states = states if states is not None else expected.host_states(spec)
-    return [*node_checks(spec, snap, states), *dra_checks(spec, snap, states),
+    absent = absent_agents(spec, charts_reachable=charts_reachable, simulated=simulated)
+    return [*node_checks(spec, snap, states, absent=absent), *dra_checks(spec, snap, states, absent=absent),
             *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
             *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, states, charts_reachable=charts_reachable),
@@ -380,7 +446,7 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
 
 
 def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = (), *,
-         charts_reachable: bool = True) -> list[Result]:
+         charts_reachable: bool = True, simulated: bool = False) -> list[Result]:
     """Every row `gpucluster verify` shows without --hosts: the cluster checks and the DCGM metric checks.
 
     The CLI and the pytest suite both call this, so they report the same rows.
@@ -388,4 +454,5 @@ def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = (), 
     from gpucluster.verify import health
 
     states = expected.host_states(spec)  # once: the cluster and the metric checks both use it
-    return [*run(spec, snap, states, charts_reachable=charts_reachable), *health.metric_checks(states, metrics_urls)]
+    return [*run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated),
+            *health.metric_checks(states, metrics_urls)]

@@ -88,7 +88,8 @@ def cluster_results(config: pytest.Config) -> list:
                                           upgrades.DEFAULT_DEADLINE)
             snap = cluster.fetch(spec, kubeconfig, context)
             config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url")),
-                                                  charts_reachable=not inventory.is_local(spec)) + followed
+                                                  charts_reachable=not inventory.is_local(spec),
+                                                  simulated=inventory.is_local(spec)) + followed
         except GpuclusterError as err:
             problem = str(err)
         if problem:
