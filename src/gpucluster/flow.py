@@ -1,6 +1,7 @@
 """``gpucluster up`` and ``gpucluster down``: the whole flow in one command.
 
-``up``: validate the spec → (the local world, when the spec's environment is ``local``) → the
+``up``: validate the spec → the local world (when the spec's environment is ``local``) or the
+host layer (real hosts: the site playbook, then the admin kubeconfig from the init host) → the
 platform stack → the tenants stack → wait until the cluster has acted on them → verify the cluster
 against the spec (the checks of ``gpucluster verify``) → a summary. ``down``
 destroys in reverse order. Each phase is timed; a failure names the phase (and, from the engine, the
@@ -36,6 +37,15 @@ class Report:
     notes: list[str] = field(default_factory=list)
     # Cluster checks after `up`: counts plus every failed and skipped row (with its reason).
     verify: dict[str, Any] = field(default_factory=dict)
+    #: The host layer's counts per host (ok, changed, failures, ...), when it ran.
+    hosts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Everything the run changed: host tasks that changed plus stack objects created, updated, deleted.
+    changes: int = 0
+
+    def count_changes(self) -> int:
+        self.changes = (sum(h.get("changed", 0) for h in self.hosts.values())
+                        + sum(c["created"] + c["updated"] + c["deleted"] for c in self.stacks))
+        return self.changes
 
 
 class Runner:
@@ -69,14 +79,6 @@ class Runner:
 
 #: What the engine keeps in a stack state folder (besides the lock and the passphrase).
 STACK_STATE_PARTS = ("backend", "work")
-
-
-def _stack_state(state_dir: Path | None, env: str) -> Path:
-    """Stack state of a real cluster: ``$GPUCLUSTER_STATE/stacks/<env>`` (the local world keeps its own)."""
-    import os
-
-    base = state_dir or Path(os.environ.get("GPUCLUSTER_STATE") or Path.home() / ".local/state/gpucluster")
-    return Path(base).expanduser() / "stacks" / env
 
 
 def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, start: bool,
@@ -142,17 +144,21 @@ def _state_of(spec: Any, state_dir: Path | None, world_dir: Path | None, kubecon
         from gpucluster.local.world import World
 
         return World(world_dir).dir / "pulumi"
-    return _stack_state(None, spec.metadata.name)
+    return inventories.stack_state(spec.metadata.name)
 
 
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
            verify: bool = True, reset: bool = False, context: str | None = None,
-           partial: bool = False) -> Report:
+           partial: bool = False, hosts: bool = True, chart_repositories: bool = True) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
     ``partial``: rows the closing verification cannot measure do not fail the run (they are still
     listed). The local world is always a partial run: it cannot install charts.
+    ``hosts``: on an inventory of real hosts, run the host layer first (``--skip-hosts`` turns it off).
+    ``chart_repositories`` False: chart repositories cannot be reached from here, so releases from a
+    repository are reported as not installed, with the objects whose CRDs they bring, and what their
+    node agents would publish is not measured (a partial run, like the local world).
 
     The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
     stops at once naming the first instead of racing it.
@@ -164,14 +170,56 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
-        return _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
-                   kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial)
+        _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
+            kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial,
+            hosts=hosts, chart_repositories=chart_repositories)
+    report.count_changes()
+    return report
+
+
+def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *,
+                dry_run: bool, hosts: bool, kubeconfig: Path | None) -> Path | None:
+    """Run the host layer (real hosts, not ``--skip-hosts``); return the kubeconfig the stacks use.
+
+    The one given wins; else the admin kubeconfig fetched from the init host (by this run or an
+    earlier one); else None (the Kubernetes client's own lookup).
+    """
+    from gpucluster import hostlayer
+
+    fetched = hostlayer.kubeconfig_path(state)
+    if hosts and dry_run:
+        report.notes.append("dry run: the host layer is not previewed (`ansible-playbook --check` on "
+                            "playbooks/site.yml previews it)")
+    elif hosts:
+        with run.phase("host layer") as say:
+            result = hostlayer.run(inventories.resolve(inventory), fetched, say)
+            report.hosts = result.hosts
+            say(f"{len(result.hosts)} hosts, {result.plays} plays: " + (
+                f"{result.changed} change(s)" if result.changed else "no changes"))
+            if result.kubeconfig is not None and kubeconfig is None:
+                say(f"admin kubeconfig from the init host: {result.kubeconfig}")
+            if result.new_cluster:
+                # kubeadm init made a new cluster (a new CA) where an earlier one was: the stack state
+                # describes objects of the old one, so it goes (else `up` would report them unchanged).
+                import shutil
+
+                for part in STACK_STATE_PARTS:
+                    shutil.rmtree(state / part, ignore_errors=True)
+                say("a new cluster (its CA differs from the one an earlier run fetched): the stack state of "
+                    "the earlier cluster was discarded")
+    if kubeconfig is None and fetched.exists():
+        return fetched
+    return kubeconfig
 
 
 def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
-        context: str | None = None, partial: bool = False) -> Report:
+        context: str | None = None, partial: bool = False, hosts: bool = True,
+        chart_repositories: bool = True) -> Report:
     world = None
+    if not inventories.is_local(spec):
+        kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
+                                 kubeconfig=kubeconfig)
     if inventories.is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
             world = local_world_phase(world_dir, spec, inventories.resolve(inventory), start=not dry_run,
@@ -182,16 +230,20 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
             kubeconfig = world.kubeconfig
             report.notes.append("local world: GPUs and kubelets are SIMULATED (kwok nodes); the control "
                                 "plane, the Pulumi engine and the provider are real")
-    _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context)
+    charts = chart_repositories and world is None
+    _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context,
+            charts=charts)
     if verify and not dry_run:
         from gpucluster.verify.report import summary_line
 
-        partial = partial or world is not None
+        partial = partial or not charts
         with run.phase("verify") as say:
-            report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=world is None)
+            report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=charts,
+                                           simulated=world is not None)
             c = report.verify["summary"]
             report.verify["partial"] = partial
-            why = ("the local world installs no charts" if world is not None else "--partial")
+            why = ("the local world installs no charts" if world is not None else
+                   "chart repositories unreachable" if not charts else "--partial")
             say(summary_line(c) + (f" (a partial run: {why}; not-measured rows are listed, not failed)"
                                    if partial and c["not-measured"] else ""))
             if c["fail"]:
@@ -202,7 +254,8 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
 
 
 def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0,
-                   context: str | None = None, charts_reachable: bool = True) -> dict[str, Any]:
+                   context: str | None = None, charts_reachable: bool = True,
+                   simulated: bool = False) -> dict[str, Any]:
     """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
 
     Simulated or real node agents act on what the stacks just applied a little later, so a failing
@@ -217,7 +270,7 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
     deadline = time.monotonic() + settle_s
     while True:
         snap = cluster.fetch(spec, str(kubeconfig) if kubeconfig else None, context)
-        results = cluster.run(spec, snap, states, charts_reachable=charts_reachable)
+        results = cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated)
         failed = any(r.verdict is Verdict.failed for r in results)
         if not failed or time.monotonic() >= deadline:
             break
@@ -227,7 +280,7 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
 
 
 def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, state: Path, *,
-            local: bool, dry_run: bool, context: str | None = None) -> Report:
+            local: bool, dry_run: bool, context: str | None = None, charts: bool = True) -> Report:
     from gpucluster.pulumi.cluster import discover, wait_ready
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import plan
@@ -235,7 +288,7 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
 
     rendered = render(spec)
     with run.phase("plan"):
-        facts = discover(kubeconfig, remote_charts=not local, context=context)
+        facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
         plans = plan(rendered, facts)
         engine = Engine(state, spec.metadata.name)
         engine.setup()
@@ -247,7 +300,7 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
             say(_counts_line(counts.as_dict()))
             if name == "platform" and not dry_run and _unserved(plans):
                 # The releases just installed may have brought the CRDs of objects left out at plan time.
-                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, local)
+                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, charts, local)
                 programs = _programs(plans, kubeconfig, context)
     report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
     if not dry_run:
@@ -277,7 +330,7 @@ CRD_WAIT_S = 120.0
 
 
 def _second_pass(report: Report, say: Callable[[str], None], engine: Any, rendered: Any, plans: dict[str, Any],
-                 kubeconfig: Path | None, context: str | None, local: bool) -> dict[str, Any]:
+                 kubeconfig: Path | None, context: str | None, charts: bool, local: bool) -> dict[str, Any]:
     """Wait for the kinds left out to be served, plan again and apply the platform stack once more."""
     from gpucluster.pulumi.cluster import discover, served_kinds_of
     from gpucluster.pulumi.plan import plan
@@ -289,7 +342,7 @@ def _second_pass(report: Report, say: Callable[[str], None], engine: Any, render
         if kinds <= served_kinds_of(kubeconfig, context):
             break
         time.sleep(2)
-    facts = discover(kubeconfig, remote_charts=not local, context=context)
+    facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
     again = plan(rendered, facts)
     still = {s.what for s in _unserved(again)}
     if wanted - still:
@@ -334,6 +387,12 @@ def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Pat
 
     local = inventories.is_local(spec) and kubeconfig is None
     world = None
+    if not local and kubeconfig is None:
+        from gpucluster import hostlayer
+
+        # The admin kubeconfig an earlier `up` fetched from the init host, when there is one.
+        fetched = hostlayer.kubeconfig_path(state)
+        kubeconfig = fetched if fetched.exists() else None
     if local:
         world = local_world_phase(world_dir, spec, Path("."), start=False, say=run.console.print)
         kubeconfig = world.kubeconfig if world else None

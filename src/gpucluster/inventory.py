@@ -37,15 +37,29 @@ def is_local(spec: ClusterSpec) -> bool:
     return spec.metadata.environment == LOCAL_ENVIRONMENT
 
 
+def stack_state(environment: str, state_dir: Path | None = None) -> Path:
+    """Stack state of a real cluster: ``$GPUCLUSTER_STATE/stacks/<env>`` (the local world keeps its own)."""
+    import os
+
+    base = state_dir or Path(os.environ.get("GPUCLUSTER_STATE") or Path.home() / ".local/state/gpucluster")
+    return Path(base).expanduser() / "stacks" / environment
+
+
+#: The admin kubeconfig `gpucluster up` fetched from the init host, in the stack state folder.
+FETCHED_KUBECONFIG = "admin.conf"
+
+
 def kubeconfig_for(spec: ClusterSpec, given: str | Path | None, *, world_dir: Path | None = None) -> Path | None:
-    """The kubeconfig a command acts on: the one given, else the local world's (local inventory), else None.
+    """The kubeconfig a command acts on: the one given, else the local world's (local inventory), else
+    the admin kubeconfig ``gpucluster up`` fetched from the init host (real hosts), else None.
 
     None means the Kubernetes client's own lookup (``$KUBECONFIG``, ``~/.kube/config``).
     """
     if given:
         return Path(given)
     if not is_local(spec):
-        return None
+        fetched = stack_state(spec.metadata.name) / FETCHED_KUBECONFIG
+        return fetched if fetched.exists() else None
     from gpucluster.local.world import World
 
     path = World(world_dir).kubeconfig

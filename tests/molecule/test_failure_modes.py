@@ -3,17 +3,20 @@
 - Flip one role variable at converge time and the scenario's testinfra verify must fail, naming the
   check that caught it (host_prep: nouveau not blacklisted; container_runtime: cgroupfs instead of
   the systemd cgroup driver).
-- The site playbook with a host-managed driver on hosts without headers for their running kernel
-  must fail in preflight, naming the kernel and driver versions, before any package is installed.
+- `gpucluster up` on bare site hosts whose spec asks for a host-managed driver, on hosts without
+  headers for their running kernel, must stop in the host layer's preflight, naming the host, the
+  kernel and the driver version, before any package is installed and before any stack runs.
 """
 
 from __future__ import annotations
 
 import platform
+import shutil
 import subprocess
 
 import pytest
-from molecule_helpers import after_scenario_run, molecule, scenario_env, tail
+import yaml
+from molecule_helpers import REPO, after_scenario_run, molecule, scenario_env, tail
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow]
 
@@ -40,20 +43,34 @@ def test_verify_fails_when_a_variable_is_flipped(scenario, flip, caught_by, mole
         molecule(env, scenario, "destroy")
 
 
-def test_header_mismatch_fails_before_installing(molecule_env, scenario_runs, request):
+def test_header_mismatch_fails_before_installing(molecule_env, scenario_runs, request, tmp_path):
     env = scenario_env("site", molecule_env, request)
     after_scenario_run(scenario_runs, "site")
     kernel = platform.release()  # the containers run on this kernel
+    # The site inventory with the spec asking for a host-managed driver (the hosts have no headers).
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "molecule" / "site" / "inventory", inventory)
+    spec = yaml.safe_load((inventory / "cluster.yaml").read_text())
+    spec["gpuOperator"]["driver"] = {"managedBy": "host"}
+    (inventory / "cluster.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    from gpucluster.spec import load_spec
+
+    version = load_spec(inventory).gpu_operator.driver.version
     try:
         molecule(env, "site", "destroy")
         created = molecule(env, "site", "create")
         assert created.returncode == 0, tail(created)
-        converge = molecule(env, "site", "converge", "--", "-e", "nvidia_driver_managed_by=host")
-        out = converge.stdout + converge.stderr
-        assert converge.returncode != 0, tail(converge)
-        assert f"the running kernel is {kernel}" in out, tail(converge)
-        assert "Cannot build NVIDIA driver 535" in out, tail(converge)
-        assert "Kernel headers present: none" in out, tail(converge)
+        up = subprocess.run(["gpucluster", "up", "-i", str(inventory), "--state-dir", str(tmp_path / "state"),
+                             "--no-chart-repositories", "-o", "json"],
+                            env=env, capture_output=True, text=True, timeout=1200, check=False)
+        out = up.stdout + up.stderr
+        assert up.returncode == 1, tail(up)
+        assert "phase 'host layer' failed" in out, tail(up)
+        assert f"the running kernel is {kernel}" in out, tail(up)
+        assert f"Cannot build NVIDIA driver {version}" in out, tail(up)
+        assert "Kernel headers present: none" in out, tail(up)
+        # The stacks never ran: no stack state, no kubeconfig fetched.
+        assert not (tmp_path / "state" / "backend").exists() and not (tmp_path / "state" / "admin.conf").exists()
         # Nothing was installed or configured on any host: not the driver, not even containerd, and
         # host_prep's first file is absent too (the preflight play runs before every other play).
         for name in ("gpuc-site-cp", "gpuc-site-h100", "gpuc-site-a100"):

@@ -36,10 +36,17 @@ inventory = click.option(
 )
 kubeconfig = click.option(
     "--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="Kubeconfig of the cluster [default: the local world's for the local inventory, else $KUBECONFIG].",
+    help="Kubeconfig of the cluster [default: the local world's for the local inventory, else the admin "
+         "kubeconfig `gpucluster up` fetched from the init host, else $KUBECONFIG].",
 )
 context = click.option("--context", default=None, metavar="NAME", help="Kubeconfig context to use.")
 cluster = combine([kubeconfig, context])
+no_chart_repositories = click.option(
+    "--no-chart-repositories", "no_chart_repositories", is_flag=True,
+    help="Chart repositories cannot be reached from here: releases from a repository are reported as not "
+         "installed, with the objects whose CRDs they bring, and what their node agents would publish is not "
+         "measured (a partial run). Air-gapped sites point a release's `repository` at a local chart folder.",
+)
 out_dir = click.option(
     "--out-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
     help="Folder to write files into.",

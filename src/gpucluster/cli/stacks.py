@@ -23,6 +23,14 @@ def print_report(report: Report, output: str) -> None:
     from rich.table import Table
 
     console = Console(highlight=False)
+    if report.hosts:
+        hosts = Table(title=f"{report.environment}: host layer")
+        for col in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+            hosts.add_column(col, justify="left" if col == "host" else "right")
+        for name, counts in sorted(report.hosts.items()):
+            hosts.add_row(name, *(str(counts.get(k, 0)) for k in ("ok", "changed", "failures", "unreachable",
+                                                                  "skipped")))
+        console.print(hosts)
     table = Table(title=f"{report.environment}: {report.operation}")
     for col in ("stack", "created", "updated", "deleted", "unchanged", "seconds"):
         table.add_column(col, justify="left" if col == "stack" else "right")
@@ -30,8 +38,10 @@ def print_report(report: Report, output: str) -> None:
         table.add_row(c["stack"], *(str(c[k]) for k in ("created", "updated", "deleted", "same", "seconds")))
     console.print(table)
     changed = sum(c["created"] + c["updated"] + c["deleted"] for c in report.stacks)
+    changed += sum(h.get("changed", 0) for h in report.hosts.values())
     if report.stacks and not changed:
-        console.print("no changes: the cluster already matches the spec")
+        console.print("no changes: " + ("the hosts and the cluster already match the spec" if report.hosts
+                                        else "the cluster already matches the spec"))
     for s in report.skipped:
         mark = "[red]not applied[/red]" if s.get("cause") == "unserved" else "[yellow]not installed[/yellow]"
         console.print(f"{mark} ({s['stack']}) {s['what']}: {s['reason']}")
@@ -62,21 +72,27 @@ def print_report(report: Report, output: str) -> None:
               help="Where stack state lives (file backend) [default: ~/.local/state/gpucluster].")
 @options.world_dir
 @options.cluster
+@options.no_chart_repositories
+@click.option("--skip-hosts", is_flag=True, help="Real hosts: start at the stacks (the host layer, playbooks/"
+              "site.yml, is not run; the stacks use --kubeconfig or the admin kubeconfig an earlier run fetched).")
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
 @click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
 @click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
 @click.option("--partial", is_flag=True, help="Checks that cannot be measured do not fail the run (the local "
               "world always runs this way: it installs no charts).")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-       kubeconfig: Path | None, context: str | None, dry_run: bool, no_verify: bool, reset: bool,
-       partial: bool) -> None:
-    """Bring the cluster to the spec: local world (local inventory), platform and tenants stacks, verify.
+       kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, skip_hosts: bool,
+       dry_run: bool, no_verify: bool, reset: bool, partial: bool) -> None:
+    """Bring the cluster to the spec: the local world (local inventory) or the host layer (real hosts:
+    playbooks/site.yml, then the admin kubeconfig from the init host), the platform and tenants
+    stacks, verify.
 
-    Exit 1 when an object did not become ready or a cluster check failed.
+    Exit 1 when a host task failed, an object did not become ready or a cluster check failed.
     """
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
                          kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset,
-                         context=context, partial=partial)
+                         context=context, partial=partial, hosts=not skip_hosts,
+                         chart_repositories=not no_chart_repositories)
     print_report(report, output)
     problems = []
     if report.left_out:
