@@ -158,3 +158,25 @@ def test_the_checkout_holds_the_real_playbooks(monkeypatch):
         assert (base / "playbooks" / name).is_file()
     assert (base / "plugins" / "callback" / "gpucluster_progress.py").is_file()
     assert os.access(base / "ansible.cfg", os.R_OK)
+
+
+def test_up_stops_at_a_failed_host_task_before_any_stack(world, cli, tmp_path):
+    """`gpucluster up` on real hosts: the host layer's failure is the run's, exit 1, and no stack ran."""
+    world["group_vars"]["fail_on"] = world["hosts"][2]
+    (world["inventory"] / "group_vars" / "all.yml").write_text(yaml.safe_dump(world["group_vars"]))
+    state = tmp_path / "up-state"
+    result = cli("up", "-i", world["inventory"], "--state-dir", state, "--no-chart-repositories")
+    assert result.exit_code == 1, result
+    assert f"phase 'host layer' failed: failed on {world['hosts'][2]}, task 'Fail where asked'" in result.stderr
+    assert "asked to fail" in result.stderr
+    assert not (state / "backend").exists() and not (state / "work").exists()
+
+
+def test_up_skip_hosts_does_not_run_the_host_layer(world, cli, tmp_path):
+    """--skip-hosts starts at the stacks: no playbook runs (here the stacks then find no cluster)."""
+    state = tmp_path / "up-state"
+    result = cli("up", "-i", world["inventory"], "--state-dir", state, "--skip-hosts",
+                 "--kubeconfig", tmp_path / "missing.conf")
+    assert result.exit_code == 2, result
+    assert "host layer" not in result.stderr
+    assert not any((tmp_path / "markers").iterdir())
