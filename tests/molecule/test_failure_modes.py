@@ -58,7 +58,7 @@ def test_header_mismatch_fails_before_installing(molecule_env, scenario_runs, re
     version = load_spec(inventory).gpu_operator.driver.version
     try:
         molecule(env, "site", "destroy")
-        created = molecule(env, "site", "prepare")  # create, then the shared prepare (apt lists)
+        created = molecule(env, "site", "create")  # Molecule's create sequence: create, then prepare
         assert created.returncode == 0, tail(created)
         up = subprocess.run(["gpucluster", "up", "-i", str(inventory), "--state-dir", str(tmp_path / "state"),
                              "--no-chart-repositories", "-o", "json"],
