@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gpucluster import catalog, cel, expected
+from gpucluster import labels as L
 from gpucluster.render import releases, render
 from gpucluster.spec import load_spec
 from gpucluster.verify import cluster, helm, report, tenancy
@@ -503,9 +504,14 @@ def test_an_unreachable_host_fails_host_reachable(monkeypatch, tmp_path, cli, lo
     assert out.exit_code == 1
 
 
-def _nothing_publishes(snap: Snapshot) -> Snapshot:
-    """The same cluster with no device plugin, no DRA kubelet plugin and no chart installed."""
+def _nothing_publishes(snap: Snapshot, spec) -> Snapshot:
+    """The same cluster with no device plugin, no DRA kubelet plugin, no GFD/NFD and no chart installed:
+    nodes carry only the labels we apply (kubelet registration, node patches)."""
+    from gpucluster.render.nodes import node_config
+
+    applied = node_config(spec)
     for node in snap.nodes:
+        node["metadata"]["labels"] = dict(applied[node["metadata"]["name"]]["labels"])
         for key in ("capacity", "allocatable"):
             node["status"][key] = {k: v for k, v in node["status"][key].items()
                                    if not k.startswith(cluster.GPU_PREFIXES)}
@@ -513,16 +519,20 @@ def _nothing_publishes(snap: Snapshot) -> Snapshot:
     return snap
 
 
-DEVICE_ROWS = {"node-capacity", "node-allocatable", "dra-slices", "deviceclass-matches"}
+DEVICE_ROWS = {"node-capacity", "node-allocatable", "dra-slices", "deviceclass-matches", "node-labels"}
 
 
 def test_without_chart_repositories_devices_nothing_publishes_are_not_measured(spec):
-    snap = _nothing_publishes(perfect(spec))
+    snap = _nothing_publishes(perfect(spec), spec)
     results = cluster.run(spec, snap, charts_reachable=False)
     assert failures(results) == set()
     unmeasured = {r.check: r.reason for r in results if r.verdict is Verdict.skipped}
     assert DEVICE_ROWS <= set(unmeasured)
     assert "gpu-operator" in unmeasured["node-capacity"] and "dra-driver" in unmeasured["dra-slices"]
+    # the labels we apply are still measured on every node; the agents' labels are their own row
+    gpu_hosts = [n for n, s in expected.host_states(spec).items() if s.gpu_count]
+    labels = {r.subject: r.verdict for r in results if r.check == "node-labels"}
+    assert all(labels[n] is Verdict.passed and labels[f"{n} (agent labels)"] is Verdict.skipped for n in gpu_hosts)
     # hosts that are expected to publish nothing are still measured (and pass)
     bare = [n for n, s in expected.host_states(spec).items() if not s.resources]
     passed = {(r.check, r.subject) for r in results if r.verdict is Verdict.passed}
@@ -535,9 +545,16 @@ def test_without_chart_repositories_devices_nothing_publishes_are_not_measured(s
 
 
 def test_without_chart_repositories_a_node_that_publishes_devices_is_measured(spec):
-    snap = _nothing_publishes(perfect(spec))
+    snap = _nothing_publishes(perfect(spec), spec)
     name, state = next((n, s) for n, s in expected.host_states(spec).items() if "nvidia.com/gpu" in s.resources)
     node = next(n for n in snap.nodes if n["metadata"]["name"] == name)
     node["status"]["capacity"]["nvidia.com/gpu"] = str(state.resources["nvidia.com/gpu"] - 1)
     results = cluster.run(spec, snap, charts_reachable=False)
     assert ("node-capacity", name) in failures(results)
+
+
+def test_without_chart_repositories_a_wrong_applied_label_still_fails(spec):
+    snap = _nothing_publishes(perfect(spec), spec)
+    node = next(n for n in snap.nodes if n["metadata"]["labels"].get(L.POOL))
+    node["metadata"]["labels"][L.POOL] = "another-pool"
+    assert ("node-labels", node["metadata"]["name"]) in failures(cluster.run(spec, snap, charts_reachable=False))

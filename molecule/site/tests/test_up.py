@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from gpucluster.labels import POOL as POOL_LABEL
 from gpucluster.spec import load_spec
 
 INVENTORY = Path(__file__).resolve().parent.parent / "inventory"
@@ -89,10 +90,12 @@ def test_verify_from_the_controller_measures_the_real_cluster():
             assert rows[(check, host.name)]["verdict"] == "pass", rows[(check, host.name)]
     # The control-plane host is expected to publish no GPU or RDMA resources: measured, and none.
     assert rows[("node-capacity", CP)]["verdict"] == "pass"
-    # The GPU hosts' devices cannot be measured: no GPU, and no device plugin (its chart is not installed).
+    # The GPU hosts' devices cannot be measured: no GPU, and no device plugin (its chart is not installed);
+    # the labels we apply are measured, those GPU Feature Discovery and NFD would publish are not.
     for host in GPU_HOSTS:
         row = rows[("node-capacity", host)]
-        assert row["verdict"] == "not-measured" and "gpu-operator" in row["reason"], row
+        assert row["verdict"] == "not-measured" and "are not installed" in row["reason"], row
+        assert rows[("node-labels", f"{host} (agent labels)")]["verdict"] == "not-measured"
     # The tenant's quota, limits, Pod Security and access are measured on the real API server (the
     # access rows from its SubjectAccessReviews).
     for tenant in SPEC.tenants:
@@ -107,7 +110,7 @@ def relabelled():
     """One node label of the spec changed on the live node, and put back afterwards."""
     cp = testinfra.get_host(f"podman://{CP}")
     node = GPU_HOSTS[0]
-    key = next(k for k in sorted(SPEC_LABELS[node]) if k.startswith("nvidia.com/"))
+    key = POOL_LABEL
     kubectl = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
     cp.run_expect([0], f"{kubectl} label node {node} --overwrite {key}=tampered")
     try:

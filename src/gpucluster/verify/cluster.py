@@ -85,8 +85,11 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState],
     ``absent`` (:func:`absent_agents`): releases not installed on purpose; a node whose expected
     devices only their agents would publish, and that publishes none, is not measured for them.
     """
+    from gpucluster.render.nodes import node_config
+
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
     managed = managed_taint_keys(spec, states)
+    applied = {name: cfg["labels"] for name, cfg in node_config(spec).items()}
     for name, want in states.items():
         node = nodes.get(name)
         if node is None:
@@ -103,7 +106,9 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState],
             yield skip("node-allocatable", name, unmeasured)
         else:
             yield from _resource_checks(name, want.resources, capacity, allocatable)
-        yield from _node_health_and_labels(name, node, want, managed)
+        yield from _node_health(name, node, want)
+        yield from _node_labels(name, node, want, applied.get(name, {}), absent)
+        yield from _node_taints(name, node, want, managed)
     for name in sorted(set(nodes) - set(states)):
         yield fail("node-known", name, "a host of the spec", "not in the spec",
                    "a node the spec does not list: add it to hosts (and a pool), or remove it from the cluster")
@@ -117,26 +122,49 @@ def _resource_checks(name: str, want: dict[str, int], capacity: dict[str, int],
                   "; ".join(f"{n} {k} withheld (unhealthy devices?)" for k, n in sorted(withheld.items())))
 
 
-def _node_health_and_labels(name: str, node: dict, want: HostState, managed: set[str]) -> Iterator[Result]:
+def _node_health(name: str, node: dict, want: HostState) -> Iterator[Result]:
+    if not want.gpu_count:
+        return
     status = node.get("status", {})
-    if want.gpu_count:
-        gpu_conditions = [c for c in status.get("conditions", []) if _gpu_condition(c)]
-        bad = [f"{c['type']}: {c.get('message') or c.get('reason') or 'True'}"
-               for c in gpu_conditions if c.get("status") == "True"]
-        if bad:
-            yield fail("gpu-health", name, "no GPU problem conditions", "; ".join(bad))
-        elif not gpu_conditions:
-            yield skip("gpu-health", name, "no agent reports GPU conditions on this node (a node-problem-"
-                       "detector GPU monitor would); DCGM health is checked with --metrics-url")
-        else:
-            yield ok("gpu-health", name, "no GPU problem conditions",
-                     ", ".join(f"{c['type']}=False" for c in gpu_conditions))
+    gpu_conditions = [c for c in status.get("conditions", []) if _gpu_condition(c)]
+    bad = [f"{c['type']}: {c.get('message') or c.get('reason') or 'True'}"
+           for c in gpu_conditions if c.get("status") == "True"]
+    if bad:
+        yield fail("gpu-health", name, "no GPU problem conditions", "; ".join(bad))
+    elif not gpu_conditions:
+        yield skip("gpu-health", name, "no agent reports GPU conditions on this node (a node-problem-"
+                   "detector GPU monitor would); DCGM health is checked with --metrics-url")
+    else:
+        yield ok("gpu-health", name, "no GPU problem conditions",
+                 ", ".join(f"{c['type']}=False" for c in gpu_conditions))
+
+
+def _node_labels(name: str, node: dict, want: HostState, applied: dict[str, str],
+                 absent: AbstractSet[str]) -> Iterator[Result]:
+    """The expected labels: those we apply (kubelet registration, node patches) and those node agents
+    publish (GPU Feature Discovery, NFD, the network operator).
+
+    Where the agents' releases are not installed on purpose and the node carries none of their labels,
+    the labels we apply are still compared, and the agents' labels are a separate not-measured row
+    (subject ``<node> (agent labels)``).
+    """
     labels = node["metadata"].get("labels", {})
-    wrong = {k: labels.get(k, "(missing)") for k, v in want.labels.items() if labels.get(k) != v}
+    expected_labels = want.labels
+    agents = {k: v for k, v in want.labels.items() if k not in applied}
+    if absent and agents and not set(agents) & set(labels):
+        expected_labels = {k: v for k, v in want.labels.items() if k in applied}
+        yield skip("node-labels", f"{name} (agent labels)",
+                   f"the {len(agents)} labels node agents would publish (GPU Feature Discovery, NFD, the network "
+                   f"operator) are not measured: the release(s) {', '.join(sorted(absent))} are not installed "
+                   "(chart repositories unreachable here)")
+    wrong = {k: labels.get(k, "(missing)") for k, v in expected_labels.items() if labels.get(k) != v}
     if wrong:
         yield fail("node-labels", name, {k: want.labels[k] for k in wrong}, wrong)
     else:
-        yield ok("node-labels", name, f"{len(want.labels)} labels", "all match")
+        yield ok("node-labels", name, f"{len(expected_labels)} labels", "all match")
+
+
+def _node_taints(name: str, node: dict, want: HostState, managed: set[str]) -> Iterator[Result]:
     # Taints with a key the spec manages must be exactly the expected ones; others (the
     # node lifecycle's node.kubernetes.io/*, an operator's cordon) are not ours to judge.
     have = {f"{t['key']}={t.get('value', '')}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
