@@ -69,7 +69,8 @@ def print_report(report: Report, output: str) -> None:
 @options.inventory
 @options.output("text", "json")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where stack state lives (file backend) [default: ~/.local/state/gpucluster].")
+              help="Where stack state lives (file backend), with the admin kubeconfig the host layer fetches "
+                   "[default: ~/.local/state/gpucluster/stacks/<env>].")
 @options.world_dir
 @options.cluster
 @options.no_chart_repositories
