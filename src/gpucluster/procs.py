@@ -50,12 +50,8 @@ class Component:
         return any(str(state_dir) in a for a in argv[1:])
 
     def is_zombie(self) -> bool:
-        """True for a dead child not yet reaped (``/proc/<pid>/stat`` state ``Z``)."""
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
+        """True for a dead process not yet reaped (``/proc/<pid>/stat`` state ``Z``)."""
+        return _zombie(self.pid)
 
 
 def free_port() -> int:
@@ -126,10 +122,11 @@ def reap(pid: int) -> None:
 
 
 def gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs.
+    """True when ``pid`` no longer runs: every one of its threads has ended, so its ports are free.
 
-    For a child of ours that means reaped: /proc shows a Go process as ``Z`` as soon as its main
-    thread ends, while other threads are still exiting (and it still holds its ports).
+    For a child of ours that means reaped. /proc shows a Go process as ``Z`` as soon as its main
+    thread ends, while its other threads are still exiting and it still holds its files and ports;
+    until they end, ``/proc/<pid>/task`` lists them beside the main thread.
     """
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
@@ -138,9 +135,32 @@ def gone(pid: int) -> bool:
         pass  # not our child (started by an earlier `up`): its parent reaps it
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        threads = os.listdir(f"/proc/{pid}/task")
     except (OSError, IndexError):
         return True
-    return state == "Z"
+    return state == "Z" and threads == [str(pid)]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[:1] == ["Z"]
+    except OSError:
+        return False
+
+
+def wait_exited(pid: int, timeout: float) -> bool:
+    """Wait until a process that died (``Z``: its main thread ended) has ended every thread; reap it if ours.
+
+    True once nothing of it runs; a pid that is not a zombie (ended and reaped, or reused by a process
+    that is not ours) is not waited for. A SIGKILLed Go server keeps its listening socket until its
+    last thread is gone, so a restart on the same port waits here first.
+    """
+    deadline = time.monotonic() + timeout
+    while not gone(pid) and _zombie(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def stop(pid: int, grace: float = 10.0) -> bool:

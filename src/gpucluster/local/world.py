@@ -213,9 +213,12 @@ class World:
             comp = state.components.get(name)
             if comp is not None and alive.get(name):
                 continue
-            if comp is not None:
-                procs.reap(comp.pid)
             port = state.ports[name]
+            if comp is not None and not procs.wait_exited(comp.pid, self.timeout):
+                raise LocalWorldError(
+                    f"{name} (pid {comp.pid}) died but has not finished exiting after {self.timeout:.0f} s; "
+                    f"its port {port} is still held. Run `gpucluster up` again once pid {comp.pid} is gone."
+                )
             procs.require_free(port, name)
             args = comp.args if comp is not None else components.ARGS[name](layout, state.ports)
             t0 = time.monotonic()
