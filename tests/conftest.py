@@ -32,7 +32,7 @@ BASE_SPEC = {
 
 
 #: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
-TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env"}
+TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary"}
 #: Test folders that need the toolchain as a whole.
 TOOL_FOLDERS = ("integration", "molecule")
 
@@ -65,6 +65,18 @@ def oracle():
     from gpucluster.simulator.oracle import Oracle
 
     return Oracle(require_tool("nvidia-oracle"))
+
+
+@pytest.fixture(scope="session")
+def nvml_stub() -> Path:
+    """The built NVML stub library (libnvidia-ml.so.1 over go-nvml's mock GPUs)."""
+    return require_tool("nvml-stub")
+
+
+@pytest.fixture(scope="session")
+def device_plugin_binary() -> Path:
+    """NVIDIA's device plugin binary, built from its Go module at the pinned release."""
+    return require_tool("nvidia-device-plugin")
 
 
 @pytest.fixture

@@ -3,10 +3,14 @@
 // device plugin would publish for a simulated node. The module path lies under upstream's so that
 // Go's internal/ rule lets it import internal/lm, internal/rm, ...; it is never published. The
 // start-up code of upstream's two package mains is added at build time by ./extract (see
-// tools/README.md); it is never committed.
+// tools/README.md); it is never committed. The same module builds NVIDIA's device plugin binary
+// (the tool directive below) and the NVML stub library ./nvmlstub that lets it run on a host without
+// a GPU (the Molecule site scenario's GPU stand-in).
 module github.com/NVIDIA/k8s-device-plugin/gpucluster-oracle
 
 go 1.25.0
+
+tool github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin
 
 require (
 	github.com/NVIDIA/go-nvlib v0.9.1-0.20251202135446-d0f42ba016dd

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 	"github.com/NVIDIA/k8s-device-plugin/internal/resource"
 	"github.com/NVIDIA/k8s-device-plugin/internal/rm"
 	"github.com/NVIDIA/k8s-device-plugin/internal/vgpu"
+
+	"github.com/NVIDIA/k8s-device-plugin/gpucluster-oracle/mocknvml"
 )
 
 // Agent names used as keys of nodeResult.Errors.
@@ -31,15 +34,19 @@ const (
 
 // nodeRequest describes one node as its agents see it.
 type nodeRequest struct {
-	GPUs              []gpuRequest `json:"gpus"`
-	Config            string       `json:"config,omitempty"`      // device-plugin config file (YAML or JSON); empty: none
-	DriverVersion     string       `json:"driverVersion"`         // e.g. "580.95.05"
-	CudaDriverVersion int          `json:"cudaDriverVersion"`     // NVML encoding, e.g. 13000 for 13.0
-	MigStrategy       string       `json:"migStrategy,omitempty"` // --mig-strategy for both agents (the GPU Operator sets MIG_STRATEGY)
-	MachineType       string       `json:"machineType,omitempty"` // DMI product name GFD reads; empty: file absent
-	Timestamp         bool         `json:"timestamp,omitempty"`   // keep nvidia.com/gfd.timestamp (not deterministic)
-	PluginArgs        []string     `json:"pluginArgs,omitempty"`  // extra device-plugin flags, e.g. "--mps-root=/run/nvidia/mps"
-	GFDArgs           []string     `json:"gfdArgs,omitempty"`     // extra GFD flags
+	GPUs              []mocknvml.GPURequest `json:"gpus"`
+	Config            string                `json:"config,omitempty"`      // device-plugin config file (YAML or JSON); empty: none
+	DriverVersion     string                `json:"driverVersion"`         // e.g. "580.95.05"
+	CudaDriverVersion int                   `json:"cudaDriverVersion"`     // NVML encoding, e.g. 13000 for 13.0
+	MigStrategy       string                `json:"migStrategy,omitempty"` // --mig-strategy for both agents (the GPU Operator sets MIG_STRATEGY)
+	MachineType       string                `json:"machineType,omitempty"` // DMI product name GFD reads; empty: file absent
+	Timestamp         bool                  `json:"timestamp,omitempty"`   // keep nvidia.com/gfd.timestamp (not deterministic)
+	PluginArgs        []string              `json:"pluginArgs,omitempty"`  // extra device-plugin flags, e.g. "--mps-root=/run/nvidia/mps"
+	GFDArgs           []string              `json:"gfdArgs,omitempty"`     // extra GFD flags
+	// NVMLLibrary: answer through this NVML library (the NVML stub, nvmlstub/) instead of the mock
+	// directly. The library is handed the same GPUs in its config file, so an answer that differs
+	// from the mock's is a fault in the library's C interface.
+	NVMLLibrary string `json:"nvmlLibrary,omitempty"`
 }
 
 // nodeResult is what the node's agents publish.
@@ -54,7 +61,7 @@ type nodeResult struct {
 }
 
 func answerNode(sb *sandbox, req nodeRequest, logs *klogCapture) (*nodeResult, error) {
-	gpus, err := expandGPUs(req.GPUs)
+	gpus, err := mocknvml.ExpandGPUs(req.GPUs)
 	if err != nil {
 		return nil, usageError{fmt.Sprintf("request: %v", err)}
 	}
@@ -70,26 +77,30 @@ func answerNode(sb *sandbox, req nodeRequest, logs *klogCapture) (*nodeResult, e
 	return res, nil
 }
 
-func computeNode(req nodeRequest, gpus []*gpuSpec) (res *nodeResult, err error) {
+func computeNode(req nodeRequest, gpus []*mocknvml.GPU) (res *nodeResult, err error) {
 	defer func() {
 		// The generated mock panics when upstream calls an NVML function it does not set.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("mock NVML: %v", r)
 		}
 	}()
-	srv := newMockServer(gpus, req.DriverVersion, req.CudaDriverVersion)
-	if err := srv.checkProfileNames(); err != nil {
+	srv := mocknvml.NewServer(gpus, req.DriverVersion, req.CudaDriverVersion)
+	if err := srv.CheckProfileNames(); err != nil {
 		return nil, usageError{err.Error()}
 	}
-	nvmllib := nvml.Interface(srv)
-	devicelib := device.New(nvmllib)
-	infolib := newInfolib(nvmllib, devicelib)
-
 	dir, err := os.MkdirTemp("", "nvidia-oracle-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	nvmllib := nvml.Interface(srv)
+	if req.NVMLLibrary != "" {
+		if nvmllib, err = stubLibrary(req, dir); err != nil {
+			return nil, err
+		}
+	}
+	devicelib := device.New(nvmllib)
+	infolib := newInfolib(nvmllib, devicelib)
 	var common []string
 	if req.Config != "" {
 		p := filepath.Join(dir, "config.yaml")
@@ -204,6 +215,32 @@ func computeNode(req nodeRequest, gpus []*gpuSpec) (res *nodeResult, err error) 
 		res.Resources = map[string]int{}
 	}
 	return res, nil
+}
+
+// stubLibrary writes the NVML stub's config for req's GPUs and opens req.NVMLLibrary with go-nvml, as
+// the device plugin opens libnvidia-ml.so.1.
+func stubLibrary(req nodeRequest, dir string) (nvml.Interface, error) {
+	raw, err := json.Marshal(map[string]any{
+		"driverVersion": req.DriverVersion, "cudaDriverVersion": req.CudaDriverVersion, "gpus": req.GPUs})
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "nvml-stub.json")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Setenv("GPUCLUSTER_NVML_STUB_CONFIG", path); err != nil {
+		return nil, err
+	}
+	lib := nvml.New(nvml.WithLibraryPath(req.NVMLLibrary))
+	// The library reads its config when its first user initialises it: this node's, from here on.
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, usageError{fmt.Sprintf("nvmlLibrary %s: nvmlInit: %v", req.NVMLLibrary, ret)}
+	}
+	if ret := lib.Shutdown(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvmlLibrary %s: nvmlShutdown: %v", req.NVMLLibrary, ret)
+	}
+	return lib, nil
 }
 
 // runPluginApp parses args with the device plugin's own cli.App (flags, defaults, environment

@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/NVIDIA/k8s-device-plugin/gpucluster-oracle/mocknvml"
 )
 
 const (
@@ -150,7 +152,7 @@ func (sb *sandbox) close() { _ = os.RemoveAll(sb.root) }
 // populate replaces the simulated /proc/driver and /sys/bus/pci/devices with the node's devices,
 // then reads them back through the mounted paths, so a mount that did not take effect is an error
 // rather than upstream silently reading the host.
-func (sb *sandbox) populate(gpus []*gpuSpec) error {
+func (sb *sandbox) populate(gpus []*mocknvml.GPU) error {
 	if sb == nil {
 		return errors.New("internal: a node must be answered inside the sandbox")
 	}
@@ -173,8 +175,8 @@ func (sb *sandbox) populate(gpus []*gpuSpec) error {
 	for _, g := range gpus {
 		for j := range g.MigDevices {
 			gi := j + 1 // GPU instance ids as the mock assigns them
-			fmt.Fprintf(&minors, "gpu%d/gi%d/access %d\n", g.index, gi, next)
-			fmt.Fprintf(&minors, "gpu%d/gi%d/ci0/access %d\n", g.index, gi, next+1)
+			fmt.Fprintf(&minors, "gpu%d/gi%d/access %d\n", g.Index(), gi, next)
+			fmt.Fprintf(&minors, "gpu%d/gi%d/ci0/access %d\n", g.Index(), gi, next+1)
 			next += 2
 		}
 	}
@@ -185,24 +187,24 @@ func (sb *sandbox) populate(gpus []*gpuSpec) error {
 	// /sys/bus/pci/devices/<bus id>/{vendor,device,class,numa_node,resource,config}
 	var busIDs []string
 	for _, g := range gpus {
-		busIDs = append(busIDs, g.busID)
+		busIDs = append(busIDs, g.BusID())
 		numa := g.NUMANode
 		if numa == 0 {
 			numa = -1
 		}
 		config := make([]byte, 256) // vendor/device ids and no capability list (so: not a vGPU)
 		config[0], config[1] = 0xde, 0x10
-		config[2], config[3] = byte(g.deviceID), byte(g.deviceID>>8)
+		config[2], config[3] = byte(g.DeviceID()), byte(g.DeviceID()>>8)
 		files := map[string]string{
 			"vendor":    "0x10de\n",
-			"device":    fmt.Sprintf("0x%04x\n", g.deviceID),
-			"class":     fmt.Sprintf("0x%06x\n", g.class),
+			"device":    fmt.Sprintf("0x%04x\n", g.DeviceID()),
+			"class":     fmt.Sprintf("0x%06x\n", g.ClassCode()),
 			"numa_node": fmt.Sprintf("%d\n", numa),
 			"resource":  "0x0000000000000000 0x0000000000000000 0x0000000000000000\n",
 			"config":    string(config),
 		}
 		for name, content := range files {
-			if err := writeFile(filepath.Join(sb.pci, g.busID, name), []byte(content)); err != nil {
+			if err := writeFile(filepath.Join(sb.pci, g.BusID(), name), []byte(content)); err != nil {
 				return err
 			}
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	spec "github.com/NVIDIA/k8s-device-plugin/api/config/v1"
+
+	"github.com/NVIDIA/k8s-device-plugin/gpucluster-oracle/mocknvml"
 )
 
 // validateRequest is one config file plus the device-plugin flags it runs with (e.g. the
@@ -50,7 +52,7 @@ func validateConfig(req validateRequest, logs *klogCapture) (*validateResult, er
 	}
 
 	// A mock NVML without GPUs: flag validation looks at NVML's presence, not at devices.
-	srv := newMockServer(nil, "", 0)
+	srv := mocknvml.NewServer(nil, "", 0)
 	infolib := newInfolib(srv, device.New(srv))
 
 	var pluginConfig *spec.Config

@@ -122,7 +122,8 @@ class NodeRequest:
     ``config`` is the device-plugin config file the node uses (empty: none); ``mig_strategy`` what
     the GPU Operator passes both agents (MIG_STRATEGY); ``plugin_args`` further device-plugin flags
     the operator sets (e.g. ``--mps-root=/run/nvidia/mps``). ``cuda_driver_version`` is NVML's
-    encoding (13000 for CUDA 13.0).
+    encoding (13000 for CUDA 13.0). ``nvml_library`` names an NVML library to answer through (the NVML
+    stub, handed the same GPUs): an answer that differs from the mock's is a fault in its C interface.
     """
 
     gpus: tuple[GpuRequest, ...]
@@ -133,6 +134,8 @@ class NodeRequest:
     machine_type: str = ""
     plugin_args: tuple[str, ...] = ()
     gfd_args: tuple[str, ...] = ()
+    #: Answer through this NVML library (the toolchain's nvml-stub) instead of the mock directly.
+    nvml_library: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -141,7 +144,7 @@ class NodeRequest:
         }
         optional = {
             "config": self.config, "migStrategy": self.mig_strategy, "machineType": self.machine_type,
-            "pluginArgs": list(self.plugin_args), "gfdArgs": list(self.gfd_args),
+            "pluginArgs": list(self.plugin_args), "gfdArgs": list(self.gfd_args), "nvmlLibrary": self.nvml_library,
         }
         out.update({k: v for k, v in optional.items() if v})
         return out

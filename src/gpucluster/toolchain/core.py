@@ -98,7 +98,7 @@ def ensure(names: list[str] | None = None, *, progress: bool = True) -> dict[str
     if pending:
         gobuild.find_go()  # fail before anything starts when Go is missing
         for tool in pending:
-            if tool.kind == "c":
+            if tool.kind == "c" or tool.cgo:
                 gobuild.find_c_compiler(tool.name)
     # One build per wrapper module and kind: a C program of the k8s module is not part of its go build.
     groups: dict[tuple[str, str], list[Tool]] = {}
@@ -113,10 +113,13 @@ def _build(
     module: str, tools: list[Tool], done: dict[str, Path], say: gobuild.Progress | None
 ) -> dict[str, Path]:
     """Build one wrapper module's pending tools into the cache."""
-    label = ", ".join(t.name for t in tools)
     version = tools[0].version
+    if len({t.version for t in tools}) == 1:
+        label = f"{', '.join(t.name for t in tools)} {version}"
+    else:  # one module, tools of their own versions (nvidia-oracle and NVIDIA's device plugin)
+        label = ", ".join(f"{t.name} {t.version}" for t in tools)
     if say:
-        say(f"→ building {label} {version} (from tools/{module}) …")
+        say(f"→ building {label} (from tools/{module}) …")
     start = time.monotonic()
     _, go_version = gobuild.find_go()
     log = cache.logs_dir() / f"{module}-{version}-{os.getpid()}.log"
@@ -129,6 +132,9 @@ def _build(
         elif tools[0].kind == "c":
             for tool in tools:
                 gobuild.build_c(tool, tmp, log)
+        elif tools[0].kind == "c-shared":
+            for tool in tools:
+                gobuild.build_c_shared(tool, tmp, log, say)
         else:
             gobuild.build_go(tools, tmp, log, say)
         elapsed = time.monotonic() - start
@@ -138,5 +144,5 @@ def _build(
             built[tool.name] = cache.install(tool, produced, info)
     log.unlink(missing_ok=True)
     if say:
-        say(f"✓ built {label} {version} in {elapsed:.1f} s")
+        say(f"✓ built {label} in {elapsed:.1f} s")
     return built

@@ -68,6 +68,8 @@ def go_env(go: Path, *, cgo: bool = False) -> dict[str, str]:
 #: Why each tool needs a C compiler (for the message when none is found).
 _WHY_CC = {
     "nvidia-oracle": "nvidia-oracle is built with cgo (go-nvml's NVML bindings)",
+    "nvidia-device-plugin": "NVIDIA's device plugin is built with cgo (go-nvml's NVML bindings)",
+    "nvml-stub": "the NVML stub is a C shared library (go build -buildmode=c-shared)",
     "pause": "pause is Kubernetes' pause.c, compiled static (it needs the static C library, libc6-dev)",
 }
 
@@ -123,7 +125,7 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
         raise ToolError(f"wrapper module {module_dir}/go.mod is missing (set GPUCLUSTER_TOOLS_SRC?)")
     cgo = any(t.cgo for t in tools)
     if cgo:
-        find_c_compiler()
+        find_c_compiler(next(t.name for t in tools if t.cgo))
     label = ", ".join(t.name for t in tools)
     ldflags = ["-s", "-w"]
     for tool in tools:
@@ -148,6 +150,20 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
         built = out_dir / default_binary_name(tool.package)
         if built.name != tool.binary:
             built.rename(out_dir / tool.binary)
+
+
+def build_c_shared(tool: Tool, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
+    """Build ``tool.package`` as a C shared library ``out_dir/tool.binary`` (one package per build)."""
+    go, _ = find_go()
+    module_dir = wrappers_root() / tool.module
+    if not (module_dir / "go.mod").is_file():
+        raise ToolError(f"wrapper module {module_dir}/go.mod is missing (set GPUCLUSTER_TOOLS_SRC?)")
+    find_c_compiler(tool.name)
+    ldflags = " ".join(["-s", "-w", *tool.ldflags])
+    cmd = [str(go), "build", "-trimpath", "-buildmode=c-shared", "-ldflags", ldflags,
+           "-o", str(out_dir / tool.binary), tool.package]
+    _run_logged(cmd, module_dir, log, tool.name, progress, cgo=True)
+    (out_dir / tool.binary).with_suffix(".h").unlink(missing_ok=True)  # the C header go build writes beside it
 
 
 def module_source(module: str, path: str) -> Path:

@@ -59,8 +59,9 @@ class Tool:
     ``module`` is the wrapper folder under ``tools/``; ``package`` the Go main package to build.
     ``version_args`` runs the binary to learn its version (for reusing one found on PATH);
     ``version_text`` is the substring that output must contain for an exact match.
-    ``kind`` is ``"go"`` for a ``go build``, ``"crds"`` for controller-gen output, or ``"c"`` for a
-    static C program compiled from a file (``package``) of the wrapper module's main requirement.
+    ``kind`` is ``"go"`` for a ``go build``, ``"crds"`` for controller-gen output, ``"c"`` for a
+    static C program compiled from a file (``package``) of the wrapper module's main requirement, or
+    ``"c-shared"`` for a shared library (``go build -buildmode=c-shared``) named ``output``.
     """
 
     name: str
@@ -81,11 +82,13 @@ class Tool:
     #: build; the ``DIR/overlay.json`` it writes is passed to ``go build -overlay`` (files added at
     #: build time that must never be committed, e.g. code copied from the module cache).
     generate: str = ""
+    #: The file name in the cache when it is not the tool's name (a library's soname).
+    output: str = ""
 
     @property
     def binary(self) -> str:
         """File name in the cache (a directory name for generated artifacts)."""
-        return self.name
+        return self.output or self.name
 
 
 def wrappers_root() -> Path:
@@ -269,6 +272,31 @@ _ALL: list[Tool] = [
         version_args=(),
         cgo=True,
         generate="./extract",
+    ),
+    # The GPU stand-in of the Molecule site scenario (gpucluster.simulator.standin): NVIDIA's device
+    # plugin binary from the same upstream module and release, and the NVML stub library it loads on a
+    # host without a GPU (our tools/nvidia-oracle/nvmlstub, go-nvml's mock GPUs behind NVML's C ABI,
+    # built -buildmode=c-shared as libnvidia-ml.so.1). Optional: only the Molecule tests run them.
+    Tool(
+        name="nvidia-device-plugin",
+        version=K8S_DEVICE_PLUGIN,
+        module="nvidia-oracle",
+        package="github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin",
+        ldflags=(f"-X github.com/NVIDIA/k8s-device-plugin/internal/info.version={K8S_DEVICE_PLUGIN}",),
+        version_args=(),
+        cgo=True,
+        optional=True,
+    ),
+    Tool(
+        name="nvml-stub",
+        version=f"{K8S_DEVICE_PLUGIN}-{_source_digest('nvidia-oracle')}",
+        module="nvidia-oracle",
+        package="github.com/NVIDIA/k8s-device-plugin/gpucluster-oracle/nvmlstub",
+        version_args=(),
+        kind="c-shared",
+        cgo=True,
+        optional=True,
+        output="libnvidia-ml.so.1",
     ),
     # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds). Optional until
     # generate_crds reads the tool's own module and packages (it only knows tools/crds today);

@@ -1,13 +1,16 @@
-package main
-
-// A mock NVML built from the request, on go-nvml's generated mocks (pkg/nvml/mock: structs of
-// function fields), the way pkg/nvml/mock/dgxa100 builds its DGX A100 - but parametrised, so
-// any model (H100, L4, L40S, A100, ...) with or without MIG can be described.
+// Package mocknvml is a mock NVML built from a request, on go-nvml's generated mocks (pkg/nvml/mock:
+// structs of function fields), the way pkg/nvml/mock/dgxa100 builds its DGX A100 - but
+// parametrised, so any model (H100, L4, L40S, A100, ...) with or without MIG can be described.
+// nvidia-oracle hands it to upstream code as its nvml.Interface; the NVML stub library (../nvmlstub)
+// serves the same mock through NVML's C ABI to unmodified NVIDIA binaries.
 //
 // Only facts NVML reports are modelled; everything derived from them (MIG profile names,
 // label values, resource names and counts) is computed by upstream code (go-nvlib,
 // k8s-device-plugin). An NVML call the mock does not implement panics in the generated mock
-// ("...Func: method is nil but ... was just called"); computeNode turns that into an error.
+// ("...Func: method is nil but ... was just called"); nvidia-oracle turns that into an error.
+// Not modelled: NVLink (every link reports NOT_SUPPORTED, so GPUs look PCIe-only) and PCIe switches
+// (two GPUs share at most a NUMA node).
+package mocknvml
 
 import (
 	"fmt"
@@ -23,8 +26,8 @@ import (
 
 const mib = 1024 * 1024
 
-// gpuRequest describes one GPU model as NVML reports it (or `count` identical GPUs).
-type gpuRequest struct {
+// GPURequest describes one GPU model as NVML reports it (or `count` identical GPUs).
+type GPURequest struct {
 	ProductName  string `json:"productName"`           // nvmlDeviceGetName
 	MemoryMiB    uint64 `json:"memoryMiB"`             // nvmlDeviceGetMemoryInfo total / MiB
 	ComputeMajor int    `json:"computeMajor"`          // nvmlDeviceGetCudaComputeCapability
@@ -39,13 +42,13 @@ type gpuRequest struct {
 	// MigCapable: NVML reports a MIG mode (implied by migProfiles). A MIG-capable GPU may leave
 	// migProfiles out while MIG is disabled; the profiles then report NOT_SUPPORTED.
 	MigCapable  bool                `json:"migCapable,omitempty"`
-	MigProfiles []migProfileRequest `json:"migProfiles,omitempty"` // GPU-instance profiles NVML reports
+	MigProfiles []MigProfileRequest `json:"migProfiles,omitempty"` // GPU-instance profiles NVML reports
 	MigEnabled  bool                `json:"migEnabled,omitempty"`  // MIG mode (current)
 	MigDevices  []string            `json:"migDevices,omitempty"`  // MIG devices configured, by profile name
 }
 
-// migProfileRequest is one GPU-instance profile as nvmlDeviceGetGpuInstanceProfileInfo reports it.
-type migProfileRequest struct {
+// MigProfileRequest is one GPU-instance profile as nvmlDeviceGetGpuInstanceProfileInfo reports it.
+type MigProfileRequest struct {
 	Name            string `json:"name"`                  // NVIDIA's name, e.g. 1g.5gb, 1g.10gb, 1g.5gb+me; checked against go-nvlib's derivation
 	GIProfileID     *int   `json:"giProfileId,omitempty"` // NVML_GPU_INSTANCE_PROFILE_*; default: derived from the name
 	MemoryMiB       uint64 `json:"memoryMiB"`             // MemorySizeMB (e.g. 4864 for A100-40GB 1g.5gb)
@@ -58,8 +61,8 @@ type migProfileRequest struct {
 	Ofas            uint32 `json:"ofas,omitempty"`
 }
 
-type gpuSpec struct {
-	gpuRequest
+type GPU struct {
+	GPURequest
 	index      int
 	uuid       string
 	busID      string // sysfs form: 0000:18:00.0
@@ -69,14 +72,29 @@ type gpuSpec struct {
 	migCapable bool
 }
 
+// Index is the GPU's NVML index (and minor number).
+func (g *GPU) Index() int { return g.index }
+
+// ID is the GPU's UUID as NVML reports it (GPU-...).
+func (g *GPU) ID() string { return g.uuid }
+
+// BusID is the GPU's PCI address in sysfs form (0000:18:00.0).
+func (g *GPU) BusID() string { return g.busID }
+
+// DeviceID is the PCI device id (sysfs 'device').
+func (g *GPU) DeviceID() uint32 { return g.deviceID }
+
+// ClassCode is the PCI class (sysfs 'class').
+func (g *GPU) ClassCode() uint32 { return g.class }
+
 type profileSpec struct {
-	migProfileRequest
+	MigProfileRequest
 	giProfileID int
 	slices      int
 }
 
-func expandGPUs(reqs []gpuRequest) ([]*gpuSpec, error) {
-	var out []*gpuSpec
+func ExpandGPUs(reqs []GPURequest) ([]*GPU, error) {
+	var out []*GPU
 	for ri, r := range reqs {
 		n := r.Count
 		if n == 0 {
@@ -119,7 +137,7 @@ func expandGPUs(reqs []gpuRequest) ([]*gpuSpec, error) {
 		}
 		for k := 0; k < n; k++ {
 			i := len(out)
-			g := &gpuSpec{gpuRequest: r, index: i, deviceID: devID, class: class, profiles: profiles,
+			g := &GPU{GPURequest: r, index: i, deviceID: devID, class: class, profiles: profiles,
 				migCapable: r.MigCapable || len(profiles) > 0}
 			g.uuid = r.UUID
 			if g.uuid == "" {
@@ -186,8 +204,8 @@ var ciBySlices = map[int]int{
 
 // resolveProfiles assigns each profile its NVML GPU-instance profile id. The id (with the
 // memory size) is all NVML reports; the *name* is then derived by go-nvlib and compared with
-// the requested one in checkProfileNames.
-func resolveProfiles(reqs []migProfileRequest) (map[int]profileSpec, error) {
+// the requested one in CheckProfileNames.
+func resolveProfiles(reqs []MigProfileRequest) (map[int]profileSpec, error) {
 	out := map[int]profileSpec{}
 	type parsed struct {
 		g, gb int
@@ -234,7 +252,7 @@ func resolveProfiles(reqs []migProfileRequest) (map[int]profileSpec, error) {
 		if r.MemoryMiB == 0 || r.InstanceCount == 0 {
 			return nil, fmt.Errorf("MIG profile %q: memoryMiB and instanceCount are required", r.Name)
 		}
-		out[id] = profileSpec{migProfileRequest: r, giProfileID: id, slices: p.g}
+		out[id] = profileSpec{MigProfileRequest: r, giProfileID: id, slices: p.g}
 	}
 	return out, nil
 }
@@ -271,7 +289,7 @@ func (p profileSpec) ciInfo() nvml.ComputeInstanceProfileInfo {
 
 // ---------------------------------------------------------------------------------------
 
-type mockServer struct {
+type Server struct {
 	mock.Interface
 	mock.ExtendedInterface
 	gpus []*mockGPU
@@ -279,7 +297,7 @@ type mockServer struct {
 
 type mockGPU struct {
 	mock.Device
-	spec *gpuSpec
+	spec *GPU
 	gis  map[int]*mockGI
 	migs []*mockMIG
 }
@@ -299,12 +317,12 @@ type mockMIG struct {
 	mock.Device
 }
 
-var _ nvml.Interface = (*mockServer)(nil)
+var _ nvml.Interface = (*Server)(nil)
 var _ nvml.Device = (*mockGPU)(nil)
 var _ nvml.Device = (*mockMIG)(nil)
 
-func newMockServer(gpus []*gpuSpec, driverVersion string, cudaDriverVersion int) *mockServer {
-	s := &mockServer{}
+func NewServer(gpus []*GPU, driverVersion string, cudaDriverVersion int) *Server {
+	s := &Server{}
 	for _, g := range gpus {
 		s.gpus = append(s.gpus, newMockGPU(g))
 	}
@@ -340,7 +358,7 @@ func newMockServer(gpus []*gpuSpec, driverVersion string, cudaDriverVersion int)
 	return s
 }
 
-func newMockGPU(g *gpuSpec) *mockGPU {
+func newMockGPU(g *GPU) *mockGPU {
 	d := &mockGPU{spec: g, gis: map[int]*mockGI{}}
 	migCapable := g.migCapable
 	total := g.MemoryMiB * mib
@@ -364,6 +382,28 @@ func newMockGPU(g *gpuSpec) *mockGPU {
 		return p, nvml.SUCCESS
 	}
 	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+	// What the device plugin's health check registers for (XID and ECC events); datacenter GPUs support all three.
+	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
+		return nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError | nvml.EventTypeDoubleBitEccError, nvml.SUCCESS
+	}
+	// go-gpuallocator (the device plugin's preferred allocation) reads the PCIe path between two GPUs and
+	// their NVLinks. No PCIe switch is modelled: GPUs on one NUMA node meet at the CPU (NODE), others
+	// only across the interconnect between CPUs (SYSTEM).
+	d.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+		o, ok := other.(*mockGPU)
+		if !ok {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if o == d {
+			return nvml.TOPOLOGY_INTERNAL, nvml.SUCCESS
+		}
+		if g.NUMANode > 0 && g.NUMANode == o.spec.NUMANode {
+			return nvml.TOPOLOGY_NODE, nvml.SUCCESS
+		}
+		return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
+	}
+	d.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	d.GetNvLinkRemotePciInfoFunc = func(int) (nvml.PciInfo, nvml.Return) { return nvml.PciInfo{}, nvml.ERROR_NOT_SUPPORTED }
 	d.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) { return nvml.GpuFabricInfo{}, nvml.ERROR_NOT_SUPPORTED }
 	d.GetAddressingModeFunc = func() (nvml.DeviceAddressingMode, nvml.Return) {
 		return nvml.DeviceAddressingMode{}, nvml.ERROR_NOT_SUPPORTED
@@ -484,9 +524,9 @@ func newMockMIG(parent *mockGPU, gi *mockGI, j int) *mockMIG {
 	return m
 }
 
-// checkProfileNames derives each profile's name with go-nvlib (from the NVML profile id and
+// CheckProfileNames derives each profile's name with go-nvlib (from the NVML profile id and
 // memory sizes, as every NVIDIA component does) and requires it to equal the requested name.
-func (s *mockServer) checkProfileNames() error {
+func (s *Server) CheckProfileNames() error {
 	lib := device.New(s)
 	for _, g := range s.gpus {
 		for _, p := range g.spec.profiles {
