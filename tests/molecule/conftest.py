@@ -3,11 +3,13 @@
 Everything these tests need is built here on first use and cached per user
 (``$GPUCLUSTER_CACHE``): the Debian 12 systemd image (scripts/molecule-image.sh), the NVIDIA Container
 Toolkit binaries (scripts/nvidia-container-toolkit-build.sh), kubeadm/kubelet and the binaries the
-site scenario writes kubeadm's images from (the toolchain), and the site's workload image (busybox).
+site scenario writes kubeadm's images from (the toolchain), the site's workload image (busybox), and
+the site's GPU stand-in (NVIDIA's device plugin and the NVML stub, from the toolchain).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -97,6 +99,34 @@ def test_images() -> str:
     version = airgap.binary_version(airgap.RECIPES["busybox"], busybox)
     out = _cache() / "test-images"
     airgap.build([f"localhost/gpucluster/busybox:{version}"], out, lambda _: busybox)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def gpu_standin_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """What molecule/site/prepare.yml installs on the site's GPU stand-in hosts.
+
+    NVIDIA's device plugin and the NVML stub library from the toolchain (built on first use), and per
+    stand-in host (gpucluster.simulator.standin) the stub's GPUs, the plugin's environment and the
+    config file the GPU Operator's config manager would hand it.
+    """
+    from gpucluster import toolchain
+    from gpucluster.simulator import standin
+    from gpucluster.spec import load_spec
+
+    paths = toolchain.ensure(["nvidia-device-plugin", "nvml-stub"], progress=False)
+    out = tmp_path_factory.mktemp("gpu-standin")
+    for path in paths.values():
+        os.symlink(path, out / path.name)
+    spec = load_spec(REPO / "molecule" / "site" / "inventory")
+    for host in standin.hosts(spec):
+        s = standin.for_host(spec, host)
+        folder = out / host
+        folder.mkdir()
+        (folder / Path(standin.NVML_CONFIG).name).write_text(json.dumps(s.nvml, indent=2) + "\n")
+        (folder / "device-plugin.env").write_text(s.env_file())
+        if s.plugin_config:
+            (folder / Path(standin.PLUGIN_CONFIG).name).write_text(s.plugin_config)
     return str(out)
 
 

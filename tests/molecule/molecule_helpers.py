@@ -17,6 +17,7 @@ ROLES = ("host_prep", "container_runtime", "nvidia_container_toolkit", "nvidia_d
 NEEDS_NCT = {"nvidia_container_toolkit", "site"}
 NEEDS_K8S = {"kubernetes_node", "site"}
 NEEDS_IMAGES = {"site"}
+NEEDS_STANDIN = {"site"}  # the GPU stand-in (molecule/site/prepare.yml)
 
 
 def apt_cache_dirs() -> list[str]:
@@ -39,6 +40,8 @@ def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.Fixtur
             for n in ("kubeadm", "kubelet", "kubectl")})
     if name in NEEDS_IMAGES:
         env["GPUCLUSTER_TEST_IMAGES"] = request.getfixturevalue("test_images")
+    if name in NEEDS_STANDIN:
+        env["GPUCLUSTER_GPU_STANDIN_DIR"] = request.getfixturevalue("gpu_standin_dir")
     return env
 
 

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 import yaml
-from molecule_helpers import REPO, after_scenario_run, molecule, scenario_env, tail
+from molecule_helpers import REPO, after_scenario_run, molecule, platform_names, scenario_env, tail
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow]
 
@@ -73,7 +73,7 @@ def test_header_mismatch_fails_before_installing(molecule_env, scenario_runs, re
         assert not (tmp_path / "state" / "backend").exists() and not (tmp_path / "state" / "admin.conf").exists()
         # Nothing was installed or configured on any host: not the driver, not even containerd, and
         # host_prep's first file is absent too (the preflight play runs before every other play).
-        for name in ("gpuc-site-cp", "gpuc-site-h100", "gpuc-site-a100"):
+        for name in platform_names("site"):
             for probe in (["dpkg", "-s", "containerd"], ["dpkg", "-s", "nvidia-driver"],
                           ["test", "-e", "/etc/modules-load.d/gpucluster.conf"],
                           ["test", "-e", "/etc/apt/sources.list.d/gpucluster-nvidia.list"]):

@@ -1,4 +1,4 @@
-"""The site playbook's outcome on three hosts, checked against what the spec says for each host.
+"""The site playbook's outcome on every host, checked against what the spec says for each host.
 
 Expected values are derived from inventory/cluster.yaml through the same code the inventory plugin
 uses, so a role that ignored its inventory variables would fail here.

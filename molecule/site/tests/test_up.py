@@ -1,6 +1,6 @@
 """`gpucluster up` from bare hosts (this scenario's converge) ended with a verified real cluster.
 
-converge.yml ran `gpucluster up -i inventory --no-chart-repositories` on the three bare containers:
+converge.yml ran `gpucluster up -i inventory --no-chart-repositories` on the bare containers:
 the host layer, the admin kubeconfig from the init host, both stacks against the kubeadm cluster,
 verify. Molecule's idempotence step ran it again. Both runs' JSON reports are read here, and the
 fetched kubeconfig is used from the controller by `gpucluster verify`, as an operator would.
@@ -16,6 +16,7 @@ import pytest
 import testinfra
 
 from gpucluster.labels import POOL as POOL_LABEL
+from gpucluster.simulator import standin
 from gpucluster.spec import load_spec
 
 INVENTORY = Path(__file__).resolve().parent.parent / "inventory"
@@ -24,6 +25,7 @@ STATE = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "gpucluster"
 KUBECONFIG = STATE / "admin.conf"
 GPU_HOSTS = sorted(h.name for h in SPEC.hosts if (p := SPEC.pool_of(h.name)) and p.gpu)
 CP = next(h.name for h in SPEC.hosts if h.name not in GPU_HOSTS)
+STANDIN = set(standin.hosts(SPEC))  # NVIDIA's device plugin publishes their GPUs (prepare.yml)
 
 
 def report(which: str) -> dict:
@@ -90,11 +92,16 @@ def test_verify_from_the_controller_measures_the_real_cluster():
             assert rows[(check, host.name)]["verdict"] == "pass", rows[(check, host.name)]
     # The control-plane host is expected to publish no GPU or RDMA resources: measured, and none.
     assert rows[("node-capacity", CP)]["verdict"] == "pass"
-    # The GPU hosts' devices cannot be measured: no GPU, and no device plugin (its chart is not installed);
-    # the labels we apply are measured, those GPU Feature Discovery and NFD would publish are not.
+    # The other GPU hosts' devices cannot be measured: no GPU, and no device plugin (its chart is not
+    # installed); on the stand-in NVIDIA's device plugin publishes them, so they are measured and pass.
+    # The labels we apply are measured; those GPU Feature Discovery and NFD would publish are not.
+    assert STANDIN and STANDIN < set(GPU_HOSTS)
     for host in GPU_HOSTS:
         row = rows[("node-capacity", host)]
-        assert row["verdict"] == "not-measured" and "are not installed" in row["reason"], row
+        if host in STANDIN:
+            assert row["verdict"] == "pass" and row["actual"].startswith("nvidia.com/gpu="), row
+        else:
+            assert row["verdict"] == "not-measured" and "are not installed" in row["reason"], row
         assert rows[("node-labels", f"{host} (agent labels)")]["verdict"] == "not-measured"
     # The tenant's quota, limits, Pod Security and access are measured on the real API server (the
     # access rows from its SubjectAccessReviews).

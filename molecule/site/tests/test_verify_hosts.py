@@ -1,7 +1,7 @@
 """`gpucluster verify`'s host checks on the converged site hosts, and each check failing on its fault.
 
 These are the product's checks (gpucluster.verify.hosts), run through testinfra's podman backend
-against the three systemd hosts the site playbook just converged. Faults are injected on one host and
+against the systemd hosts the site playbook just converged. Faults are injected on one host and
 undone at once, so the hosts stay as converged.
 """
 
