@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run Molecule scenarios the way CI does: every role scenario and the 3-host site scenario, side by
+# Run Molecule scenarios the way CI does: every role scenario and the 4-host site scenario, side by
 # side (GPUCLUSTER_MOLECULE_JOBS at a time, default 3). Each scenario's output goes to
 # reports/molecule/<scenario>.log; a summary line per scenario goes to stdout.
 #
@@ -44,9 +44,15 @@ busybox_version="$(/bin/busybox --help | sed -n 's/^BusyBox v\([^ ]*\).*/\1/p')"
 "$repo/.venv/bin/gpucluster" images build --bin-dir /bin --out-dir "$GPUCLUSTER_TEST_IMAGES" \
   "localhost/gpucluster/busybox:$busybox_version" >/dev/null
 
+# The site scenario's GPU stand-in (molecule/site/prepare.yml): NVIDIA's device plugin and the NVML
+# stub from the toolchain, and per stand-in host its GPUs, environment and config file.
+export GPUCLUSTER_GPU_STANDIN_DIR="$cache/molecule-gpu-standin"
+"$repo/.venv/bin/python" "$repo/tests/molecule/gpu_standin.py" "$repo/molecule/site/inventory" \
+  "$GPUCLUSTER_GPU_STANDIN_DIR" >/dev/null
+
 roles=(host_prep container_runtime nvidia_container_toolkit nvidia_driver kubernetes_node mig_host rdma_host)
 scenarios=("$@")
-# The three-host site scenario is the longest: it starts first.
+# The site scenario is the longest: it starts first.
 [[ ${#scenarios[@]} -gt 0 ]] || scenarios=(site "${roles[@]}")
 
 logs="$repo/reports/molecule"
@@ -57,7 +63,8 @@ jobs="${GPUCLUSTER_MOLECULE_JOBS:-3}"
 keep_journals() {
   local s="$1" dir="$2" host
   for host in $(sed -n 's/^ *\(- *\)\{0,1\}name: *\(gpuc-[a-z0-9-]*\).*/\2/p' "$dir/molecule/$3/molecule.yml"); do
-    podman exec "$host" journalctl --no-pager -u kubelet -u containerd >"$logs/$s-$host.journal.log" 2>&1 || true
+    podman exec "$host" journalctl --no-pager -u kubelet -u containerd -u gpucluster-gpu-standin \
+      >"$logs/$s-$host.journal.log" 2>&1 || true
   done
 }
 

@@ -9,7 +9,6 @@ the site's GPU stand-in (NVIDIA's device plugin and the NVML stub, from the tool
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+import gpu_standin
 import pytest
 from molecule_helpers import apt_cache_dirs, keep_journals, molecule, scenario_env
 
@@ -110,23 +110,8 @@ def gpu_standin_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     stand-in host (gpucluster.simulator.standin) the stub's GPUs, the plugin's environment and the
     config file the GPU Operator's config manager would hand it.
     """
-    from gpucluster import toolchain
-    from gpucluster.simulator import standin
-    from gpucluster.spec import load_spec
-
-    paths = toolchain.ensure(["nvidia-device-plugin", "nvml-stub"], progress=False)
     out = tmp_path_factory.mktemp("gpu-standin")
-    for path in paths.values():
-        os.symlink(path, out / path.name)
-    spec = load_spec(REPO / "molecule" / "site" / "inventory")
-    for host in standin.hosts(spec):
-        s = standin.for_host(spec, host)
-        folder = out / host
-        folder.mkdir()
-        (folder / Path(standin.NVML_CONFIG).name).write_text(json.dumps(s.nvml, indent=2) + "\n")
-        (folder / "device-plugin.env").write_text(s.env_file())
-        if s.plugin_config:
-            (folder / Path(standin.PLUGIN_CONFIG).name).write_text(s.plugin_config)
+    gpu_standin.build(REPO / "molecule" / "site" / "inventory", out)
     return str(out)
 
 

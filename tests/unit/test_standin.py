@@ -48,7 +48,8 @@ def test_a_stand_in_reports_its_pools_gpus_as_nvml_does(site) -> None:
 def test_the_plugin_gets_the_operators_settings(site) -> None:
     s = standin.for_host(site, "gpuc-site-l40s")
     # An exclusive pool: the config manager hands the default config (devicePlugin.config.default).
-    assert yaml.safe_load(s.plugin_config) == {"version": "v1", "flags": {"migStrategy": site.gpu_operator.mig_strategy}}
+    flags = {"migStrategy": site.gpu_operator.mig_strategy}
+    assert yaml.safe_load(s.plugin_config) == {"version": "v1", "flags": flags}
     env = dict(line.split("=", 1) for line in s.env_file().splitlines())
     assert env == {
         "MIG_STRATEGY": site.gpu_operator.mig_strategy,  # the operator's mig.strategy overrides the file's flag
@@ -83,3 +84,24 @@ def test_hosts_the_plugin_cannot_stand_in_for_are_refused(site, host, says) -> N
 def test_only_a_true_host_var_marks_a_stand_in(write_spec, base) -> None:
     base["hosts"][2]["ansibleVars"] = {standin.HOST_VAR: "yes"}  # not the boolean: Ansible's string, not ours
     assert standin.hosts(load_spec(write_spec(base))) == []
+
+
+def test_the_folder_holds_what_the_stand_in_playbook_installs(site, tmp_path) -> None:
+    binaries = {name: tmp_path / f"built-{name}" for name in standin.BINARIES}
+    for path in binaries.values():
+        path.write_text("binary")
+    out = tmp_path / "standin"
+    assert standin.write_folder(site, out, binaries) == ["gpuc-site-l40s"]
+    assert {p.name: p.resolve() for p in out.iterdir() if p.is_symlink()} == {n: p for n, p in binaries.items()}
+    host = out / "gpuc-site-l40s"
+    expected = standin.for_host(site, "gpuc-site-l40s")
+    import json
+
+    assert json.loads((host / "nvml-stub.json").read_text()) == expected.nvml
+    assert (host / "device-plugin.env").read_text() == expected.env_file()
+    assert (host / "device-plugin-config.yaml").read_text() == expected.plugin_config
+    # The names the playbook installs them under are the ones the environment points at.
+    assert f"GPUCLUSTER_NVML_STUB_CONFIG={standin.ROOT}/nvml-stub.json" in expected.env_file()
+    assert f"CONFIG_FILE={standin.ROOT}/device-plugin-config.yaml" in expected.env_file()
+    # Written again: the same folder (a second run replaces its links and files).
+    assert standin.write_folder(site, out, binaries) == ["gpuc-site-l40s"]

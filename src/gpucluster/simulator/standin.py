@@ -21,8 +21,12 @@ a CDI spec from the driver's files, which a host without a driver does not have.
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpucluster.errors import SimulatorError
@@ -109,3 +113,34 @@ def for_host(spec: ClusterSpec, host: str) -> StandIn:
         plugin_config=config,
         plugin_env=env,
     )
+
+
+#: The toolchain entries a stand-in host runs, by the file name they have on the host.
+BINARIES = {"nvidia-device-plugin": "nvidia-device-plugin", "libnvidia-ml.so.1": "nvml-stub"}
+
+
+def write_folder(spec: ClusterSpec, out: Path, binaries: Mapping[str, Path]) -> list[str]:
+    """Fill ``out`` with what the stand-in playbook (molecule/site/prepare.yml) installs; returns the hosts.
+
+    ``binaries`` maps each :data:`BINARIES` file name to its built path (linked, not copied). Per
+    stand-in host, ``out/<host>/`` gets the stub's config, the plugin's environment and its config file.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    for name, path in binaries.items():
+        link = out / name
+        link.unlink(missing_ok=True)
+        os.symlink(path, link)
+    names = hosts(spec)
+    for host in names:
+        s = for_host(spec, host)
+        folder = out / host
+        folder.mkdir(exist_ok=True)
+        (folder / Path(NVML_CONFIG).name).write_text(json.dumps(s.nvml, indent=2) + "\n")
+        (folder / "device-plugin.env").write_text(s.env_file())
+        config = folder / Path(PLUGIN_CONFIG).name
+        if s.plugin_config:
+            config.write_text(s.plugin_config)
+        else:
+            config.unlink(missing_ok=True)
+    return names
+
