@@ -24,12 +24,16 @@ if [ "$1" = run ]; then  # a generator: go run PKG -out DIR writes DIR/overlay.j
   while [ "$1" != -out ]; do shift; done
   mkdir -p "$2" && echo '{"Replace": {}}' > "$2/overlay.json"; exit 0
 fi
-out=""; pkgs=""; take=0; skip=0
+out=""; pkgs=""; take=0; skip=0; shared=0
 for a in "$@"; do
+  if [ "$a" = -buildmode=c-shared ]; then shared=1; fi
   if [ $take = 1 ]; then out="$a"; take=0; continue; fi
   if [ $skip = 1 ]; then skip=0; continue; fi
   case "$a" in -o) take=1 ;; -overlay|-tags) skip=1 ;; -*|build) ;; *) pkgs="$pkgs $a" ;; esac
 done
+if [ $shared = 1 ]; then  # -o names the library; go writes its C header beside it
+  printf 'ELF' > "$out"; echo '/* header */' > "${out%.*}.h"; exit 0
+fi
 for p in $pkgs; do
   case "$p" in *\\ *|*=*) continue ;; esac
   n=$(basename "$p"); case "$n" in v[2-9]*|v[1-9][0-9]*) n=$(basename "$(dirname "$p")") ;; esac
@@ -142,6 +146,25 @@ def test_cgo_build_without_a_c_compiler_is_one_clear_error(env: Path, monkeypatc
     with pytest.raises(GoMissing, match=r"no C compiler \(no-such-cc\) found: nvidia-oracle is built with cgo"):
         core.ensure(["nvidia-oracle"], progress=False)
     assert not (env / "go.log.env").exists()  # nothing was built
+
+
+def test_the_nvml_stub_is_a_shared_library_built_apart_and_the_device_plugin_with_the_module(env: Path) -> None:
+    paths = core.ensure(["nvml-stub", "nvidia-device-plugin"], progress=False)
+    stub, plugin = TOOLS["nvml-stub"], TOOLS["nvidia-device-plugin"]
+    assert paths["nvml-stub"] == cache.version_dir(stub) / "libnvidia-ml.so.1" and paths["nvml-stub"].is_file()
+    assert paths["nvidia-device-plugin"] == cache.version_dir(plugin) / "nvidia-device-plugin"
+    assert not list(cache.version_dir(stub).glob("*.h"))  # the generated C header is not kept
+    builds = [c for c in (env / "go.log").read_text().splitlines() if c.startswith("build")]
+    shared = [b for b in builds if "-buildmode=c-shared" in b]
+    assert len(builds) == 2 and len(shared) == 1  # one package per c-shared build
+    assert shared[0].endswith("/libnvidia-ml.so.1 github.com/NVIDIA/k8s-device-plugin/gpucluster-oracle/nvmlstub")
+    other = next(b for b in builds if b not in shared)
+    assert other.endswith(" github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin")
+    assert f"internal/info.version={versions.K8S_DEVICE_PLUGIN}" in other
+    assert all(e.startswith("CGO_ENABLED=1 ") for e in (env / "go.log.env").read_text().splitlines())
+    # Our stub's sources are in its version (as the oracle's), upstream's plugin is the pinned release.
+    assert stub.version == TOOLS["nvidia-oracle"].version and plugin.version == versions.K8S_DEVICE_PLUGIN
+    assert stub.optional and plugin.optional
 
 
 def test_oracle_is_a_default_tool_pinned_once() -> None:

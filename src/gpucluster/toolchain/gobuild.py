@@ -109,6 +109,13 @@ def _run_logged(
         raise ToolError(f"building {label} failed (exit {proc.returncode}); full log: {log}\n{tail}")
 
 
+def _module_dir(module: str) -> Path:
+    module_dir = wrappers_root() / module
+    if not (module_dir / "go.mod").is_file():
+        raise ToolError(f"wrapper module {module_dir}/go.mod is missing (set GPUCLUSTER_TOOLS_SRC?)")
+    return module_dir
+
+
 def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress | None = None) -> None:
     """Build the main packages of ``tools`` (all from one wrapper module) into ``out_dir``.
 
@@ -120,9 +127,7 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
     if len(modules) != 1:
         raise ValueError(f"build_go needs tools of one wrapper module, got {sorted(modules)}")
     go, _ = find_go()
-    module_dir = wrappers_root() / modules.pop()
-    if not (module_dir / "go.mod").is_file():
-        raise ToolError(f"wrapper module {module_dir}/go.mod is missing (set GPUCLUSTER_TOOLS_SRC?)")
+    module_dir = _module_dir(modules.pop())
     cgo = any(t.cgo for t in tools)
     if cgo:
         find_c_compiler(next(t.name for t in tools if t.cgo))
@@ -155,9 +160,7 @@ def build_go(tools: Sequence[Tool], out_dir: Path, log: Path, progress: Progress
 def build_c_shared(tool: Tool, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
     """Build ``tool.package`` as a C shared library ``out_dir/tool.binary`` (one package per build)."""
     go, _ = find_go()
-    module_dir = wrappers_root() / tool.module
-    if not (module_dir / "go.mod").is_file():
-        raise ToolError(f"wrapper module {module_dir}/go.mod is missing (set GPUCLUSTER_TOOLS_SRC?)")
+    module_dir = _module_dir(tool.module)
     find_c_compiler(tool.name)
     ldflags = " ".join(["-s", "-w", *tool.ldflags])
     cmd = [str(go), "build", "-trimpath", "-buildmode=c-shared", "-ldflags", ldflags,
