@@ -83,7 +83,7 @@ def test_the_stub_gives_each_node_its_own_gpus(oracle: Oracle, nvml_stub: Path) 
 
 
 def _run_plugin(binary: Path, stub: Path, tmp_path: Path, config: dict | str | None) -> tuple[int | None, str]:
-    """Start NVIDIA's device plugin over the stub; return (exit code or None if it kept running, its log)."""
+    """Start NVIDIA's device plugin over the stub: (its exit code, or None when it went on to serve GPUs; its log)."""
     lib = tmp_path / "driver-root" / "usr" / "lib" / "x86_64-linux-gnu"
     lib.mkdir(parents=True)
     (lib / "libnvidia-ml.so.1").symlink_to(stub)
@@ -93,21 +93,21 @@ def _run_plugin(binary: Path, stub: Path, tmp_path: Path, config: dict | str | N
            "CONTAINER_DRIVER_ROOT": str(tmp_path / "driver-root"), "KUBELET_SOCKET": str(tmp_path / "kubelet.sock")}
     proc = subprocess.Popen([str(binary)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
-    lines = []
+    lines, serving = [], False
     try:
-        for line in proc.stderr:  # until it serves (or fails to serve) the GPUs, or exits
+        for line in proc.stderr:  # until it serves (or fails to serve) the GPUs, or its stderr ends
             lines.append(line)
             if PLUGIN_SAYS in line:
+                serving = True
                 break
-        running = proc.poll() is None
-        if running:
+        if serving:  # it found GPUs and goes on (retrying without a kubelet): stop it
             proc.send_signal(signal.SIGTERM)
-        _, rest = proc.communicate(timeout=60)
+        _, rest = proc.communicate(timeout=60)  # stderr ended: the plugin is exiting, wait for its status
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return (None if running else proc.returncode), "".join(lines) + rest
+    return (None if serving else proc.returncode), "".join(lines) + rest
 
 
 def test_nvidias_device_plugin_finds_the_stubs_gpus(device_plugin_binary: Path, nvml_stub: Path,
@@ -116,7 +116,7 @@ def test_nvidias_device_plugin_finds_the_stubs_gpus(device_plugin_binary: Path, 
             for i in range(2)]
     code, log = _run_plugin(device_plugin_binary, nvml_stub, tmp_path,
                             {"driverVersion": DRIVER, "cudaDriverVersion": 13000, "gpus": gpus})
-    assert code is None, log  # it kept running: it found GPUs and went on to serve them
+    assert code is None, log  # it found GPUs and went on to serve them
     assert "gpucluster NVML stub: 2 SIMULATED GPU(s)" in log and all(g["uuid"] in log for g in gpus), log
     assert PLUGIN_SAYS in log, log
     assert f'"Starting NVIDIA Device Plugin" version="{versions.K8S_DEVICE_PLUGIN}"' in log, log  # the pinned release
