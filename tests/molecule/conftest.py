@@ -125,7 +125,7 @@ def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) 
     """
     selected = [item.callspec.params["scenario"] for item in request.session.items
                 if getattr(item, "originalname", "") == "test_molecule_scenario"]
-    # The three-host site scenario is the longest: start it first so it does not finish last.
+    # The site scenario is the longest: start it first so it does not finish last.
     order = sorted(dict.fromkeys(selected), key=lambda s: s != "site")
     envs = {s: scenario_env(s, molecule_env, request) for s in order}  # builds shared artifacts once, up front
     logs = REPO / "reports" / "molecule"

@@ -1,4 +1,4 @@
-"""`molecule test` for every role and for the three-host site scenario.
+"""`molecule test` for every role and for the four-host site scenario.
 
 The scenarios run side by side (the `scenario_runs` fixture in conftest.py). Each run is destroy →
 syntax → create → prepare → converge → idempotence (must report 0 changes) → verify (testinfra over

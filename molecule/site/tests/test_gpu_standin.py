@@ -12,6 +12,7 @@ from allocatable, and `gpucluster verify` must fail on it.
 """
 
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -61,8 +62,6 @@ def verify_rows() -> tuple[int, dict]:
 
 
 def _kubeconfig() -> Path:
-    import os
-
     return Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "gpucluster" / "admin.conf"
 
 
