@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -53,6 +54,14 @@ BANNER = (
     "gpucluster's simulator publishes what NVIDIA's agents would"
 )
 SELECTOR = f"{L.SIMULATED}=true"
+#: The taint the API server puts on every new Node until the node lifecycle controller sees it Ready
+#: (TaintNodesByCondition admission; tests/upstream/facts/kubernetes.yaml new-node-not-ready-taint).
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+#: The node lifecycle controller's taints of a node that is not up (fact node-lifecycle-taints): it
+#: swaps not-ready for unreachable when a new node has not reported within the grace period.
+LIFECYCLE_TAINTS = (NOT_READY_TAINT, "node.kubernetes.io/unreachable")
+#: How long :func:`attach` waits for the nodes it created to come up (kwok, the node lifecycle controller).
+START_TIMEOUT_S = 120.0
 NODES = kube.NODES
 SLICES = kube.RESOURCE_SLICES
 
@@ -159,6 +168,21 @@ class Simulator:
                 self.kube.delete(f"{SLICES}/{name}")
         report.writes = self.kube.writes - start_writes
         return report
+
+    def wait_started(self, names: list[str], timeout: float = START_TIMEOUT_S) -> list[str]:
+        """Wait until the nodes ``names`` are up: Ready, and without lifecycle taints; returns those still not.
+
+        A new node starts NotReady with :data:`NOT_READY_TAINT` until kwok marks it Ready and the node
+        lifecycle controller lifts the taint (:data:`LIFECYCLE_TAINTS`); DaemonSets that do not tolerate
+        it run nothing there meanwhile, so what the agents publish on the node changes once it is up.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.with_selector(NODES, SELECTOR))}
+            pending = [name for name in names if not _started(nodes.get(name))]
+            if not pending or time.monotonic() >= deadline:
+                return pending
+            time.sleep(0.25)
 
     def settle(self, rounds: int = 6) -> SyncReport:
         """Sync until a sync writes nothing (at most ``rounds``): MIG changes take one step per sync."""
@@ -343,6 +367,14 @@ def summarize_notes(notes: dict[str, list[str]]) -> list[str]:
     return out
 
 
+def _started(node: dict | None) -> bool:
+    if node is None:
+        return False
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or [])
+    return ready and not any(t.get("key") in LIFECYCLE_TAINTS for t in (node.get("spec") or {}).get("taints") or [])
+
+
 def attach(kubeconfig: Path, spec: ClusterSpec, *, say: Callable[[str], None] | None = None) -> Simulator:
     """Create the spec's simulated nodes in the cluster of ``kubeconfig`` and sync them once.
 
@@ -352,6 +384,17 @@ def attach(kubeconfig: Path, spec: ClusterSpec, *, say: Callable[[str], None] | 
     """
     sim = Simulator(spec, Path(kubeconfig), say=say)
     report = sim.settle()
+    if report.created:
+        # New nodes come up after this first settle (the not-ready taint keeps the RDMA plugin's DaemonSet
+        # off them until then): settle again once they are up, so the nodes are left as their agents
+        # would publish them on a running node, not as they looked a moment after registration.
+        late = sim.wait_started(report.created)
+        again = sim.settle()
+        report.writes += again.writes
+        report.notes = again.notes
+        if late:
+            sim.say(f"  {len(late)} new node(s) not up after {START_TIMEOUT_S:.0f} s ({', '.join(late)}): "
+                    "published as they are now; the simulator's next sync follows them")
     sim.say(BANNER)
     sim.say(
         f"✓ {report.nodes} simulated nodes ({len(report.created)} created, {len(report.updated)} updated, "
