@@ -7,7 +7,9 @@ copies the admin kubeconfig ``kubeadm init`` wrote on the init host to the contr
 state folder of the environment), mode 0600 in a 0700 folder. The stacks then run against that
 cluster. Progress comes per play and host from the ``gpucluster_progress`` stdout callback
 (``plugins/callback/``), one JSON object per line; a failed task stops the phase naming the host, the
-task and Ansible's message.
+task and Ansible's message. Each play's line ends with its wall time, and every event goes, with the
+seconds since the phase began, to ``<state>/host-layer.jsonl`` (replaced by each run, mode 0600): the
+record of which task took how long on which host.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,8 @@ from gpucluster.errors import GpuclusterError, InputError
 #: The Ansible files of a checkout: playbooks/, roles/, plugins/ and ansible.cfg next to each other.
 PLAYBOOKS_ENV = "GPUCLUSTER_ANSIBLE_DIR"
 PLAYBOOKS = ("site.yml", "kubeconfig.yml")
+#: The timed event record of the last run, next to the fetched kubeconfig.
+EVENTS_FILE = "host-layer.jsonl"
 
 
 class HostLayerFailed(GpuclusterError):
@@ -74,6 +79,10 @@ def ansible_source(inventory: Path) -> Path:
     return folder.resolve()
 
 
+def events_path(kubeconfig: Path) -> Path:
+    return kubeconfig.parent / EVENTS_FILE
+
+
 def kubeconfig_path(state: Path) -> Path:
     """Where the admin kubeconfig fetched from the init host is kept: next to the stacks' state."""
     from gpucluster.inventory import FETCHED_KUBECONFIG
@@ -117,8 +126,10 @@ def _env(base: Path) -> dict[str, str]:
 class _Progress:
     """Counts per play and host from the callback's events; one line per play once it ends."""
 
-    def __init__(self, say: Callable[[str], None]) -> None:
+    def __init__(self, say: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
         self.say = say
+        self.clock = clock
+        self.play_started = 0.0
         self.play = ""
         self.counts: dict[str, dict[str, int]] = {}
         self.failures: list[dict[str, Any]] = []
@@ -128,13 +139,14 @@ class _Progress:
     def end_play(self) -> None:
         if not self.play:
             return
+        took = f" ({self.clock() - self.play_started:.0f} s)"
         if self.counts:
             hosts = ", ".join(f"{h} {c.get('ok', 0) + c.get('changed', 0)} ok/{c.get('changed', 0)} changed"
                               + (f"/{c['failed']} failed" if c.get("failed") else "")
                               for h, c in sorted(self.counts.items()))
-            self.say(f"{self.play}: {hosts}")
+            self.say(f"{self.play}: {hosts}{took}")
         else:
-            self.say(f"{self.play}: no host")
+            self.say(f"{self.play}: no host{took}")
         self.play, self.counts = "", {}
 
     def feed(self, event: dict[str, Any]) -> None:
@@ -142,6 +154,7 @@ class _Progress:
         if kind == "play":
             self.end_play()
             self.play = event.get("name") or "(unnamed play)"
+            self.play_started = self.clock()
             self.plays += 1
         elif kind == "result":
             status = event["status"]
@@ -170,7 +183,11 @@ def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None]) -> HostLa
     before = cluster_cas(kubeconfig)
     progress = _Progress(say)
     say(f"ansible-playbook playbooks/site.yml on the hosts of {source}")
-    with tempfile.TemporaryFile(mode="w+") as errors:
+    started = time.monotonic()
+    record = events_path(kubeconfig)
+    record.unlink(missing_ok=True)
+    fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with tempfile.TemporaryFile(mode="w+") as errors, os.fdopen(fd, "w") as events:
         proc = subprocess.Popen(cmd, cwd=base, env=_env(base), stdout=subprocess.PIPE, stderr=errors, text=True)
         other: list[str] = []
         assert proc.stdout is not None
@@ -181,6 +198,7 @@ def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None]) -> HostLa
                 other.append(line.rstrip())
                 continue
             if isinstance(event, dict):
+                events.write(json.dumps({"s": round(time.monotonic() - started, 3), **event}) + "\n")
                 progress.feed(event)
         rc = proc.wait()
         errors.seek(0)

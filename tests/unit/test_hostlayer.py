@@ -10,7 +10,9 @@ playbook run in the Molecule site scenario (molecule/site/converge.yml).
 from __future__ import annotations
 
 import base64
+import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -110,6 +112,16 @@ def test_first_run_changes_second_run_does_not(world):
     prepare = next(line for line in lines if line.startswith("Prepare hosts:"))
     assert all(h in prepare for h in world["hosts"])
     assert any(line.startswith("Fetch the admin kubeconfig:") for line in lines)
+    assert re.search(r" \(\d+ s\)$", prepare), prepare  # the play's wall time
+    # the timed record of the run: every task start and result, private, next to the kubeconfig
+    record = hostlayer.events_path(world["kubeconfig"])
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    events = [json.loads(line) for line in record.read_text().splitlines()]
+    marker = [e for e in events if e.get("task") == "Write a marker once" and e["event"] == "result"]
+    assert {e["host"] for e in marker} == set(world["hosts"])
+    seconds = [e["s"] for e in events]
+    assert seconds == sorted(seconds) and seconds[-1] > 0
+    assert events[-1]["event"] == "stats"
     again = run(world)
     assert again.changed == 0 and set(again.hosts) == set(world["hosts"])
     assert not again.new_cluster
