@@ -14,12 +14,14 @@ export CONTAINERS_CONF="$repo/molecule/containers.conf"
 export PY_COLORS=0 NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
 export ANSIBLE_ROLES_PATH="$repo/roles"
 export ANSIBLE_INVENTORY_PLUGINS="$repo/plugins/inventory"
-# Pipelining over podman (molecule/plugins/connection/podman.py): one podman exec per task.
+# The podman connection with pipelining and `runc exec` (molecule/plugins/connection/podman.py).
 export ANSIBLE_CONNECTION_PLUGINS="$repo/molecule/plugins/connection"
 cache="${GPUCLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpucluster}"
 # A per-machine apt cache with its own folders per scenario (named in each molecule.yml), so scenarios
 # can run side by side: packages are downloaded once per scenario and machine.
 export GPUCLUSTER_APT_CACHE="$cache/apt"
+# Where the site scenario's converge keeps the host layer's timed records (molecule/site/converge.yml).
+export GPUCLUSTER_MOLECULE_REPORTS="$repo/reports/molecule"
 grep -ohE '[$][{]GPUCLUSTER_APT_CACHE[}]/[^:[:space:]]+' "$repo"/molecule/site/molecule.yml \
     "$repo"/roles/*/molecule/*/molecule.yml | sort -u | while read -r mount; do
   mkdir -p "$GPUCLUSTER_APT_CACHE/${mount#*\}/}/partial"

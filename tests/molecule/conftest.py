@@ -56,10 +56,15 @@ def molecule_env() -> Iterator[dict[str, str]]:
     env["CONTAINERS_CONF"] = str(REPO / "molecule" / "containers.conf")
     env["ANSIBLE_ROLES_PATH"] = str(REPO / "roles")
     env["ANSIBLE_INVENTORY_PLUGINS"] = str(REPO / "plugins" / "inventory")
+    # The podman connection with pipelining and `runc exec` (molecule/plugins/connection/podman.py),
+    # found first on this path, as in scripts/molecule-test.sh.
+    env["ANSIBLE_CONNECTION_PLUGINS"] = str(REPO / "molecule" / "plugins" / "connection")
     apt = _cache() / "apt"
     for sub in apt_cache_dirs():
         (apt / sub / "partial").mkdir(parents=True, exist_ok=True)
     env["GPUCLUSTER_APT_CACHE"] = str(apt)
+    # Where the site scenario's converge keeps the host layer's timed records (molecule/site/converge.yml).
+    env["GPUCLUSTER_MOLECULE_REPORTS"] = str(REPO / "reports" / "molecule")
     env["GPUCLUSTER_MOLECULE_IMAGE"] = _run_script(str(REPO / "scripts" / "molecule-image.sh"), env=env)
     yield env
 
