@@ -150,26 +150,24 @@ def block(lw: Cluster, nodes: list[str]) -> None:
     lw.apply(*[plain_pod(f"block-{n}", "blockers", 2, node=n) for n in nodes])
 
 
-def watch_all_or_nothing(kube: Kube, ns: str, selector: str, want: int, timeout: float,
-                         *, strict: bool = True) -> dict[str, float]:
-    """Poll until ``want`` pods are bound; with ``strict``, fail if any poll sees some but not all bound.
+def watch_bound(kube: Kube, ns: str, selector: str, want: int, timeout: float) -> dict[str, float]:
+    """Poll until ``want`` pods are bound; return when each pod was first seen bound (monotonic seconds).
 
-    Returns when each pod was first seen bound (monotonic seconds). DRA gangs are checked with
-    ``strict=False``: Volcano allocates the gang at once, but binds each pod after its claim's
-    allocation is written, one API call after the other, so a poll can land between two binds.
+    A poll may see some of a gang bound but not all: Volcano decides the gang's placement at once,
+    then its binder binds each pod with its own API call (volcano-sh/volcano, pkg/scheduler/cache:
+    the default binder loops over the tasks; a DRA pod is bound after its claim's allocation is
+    written), so a poll can land between two binds (seen in a clean-clone CI run on a busy machine:
+    bound counts 0, 1, 2 for a two-pod job). The gang tests check the allocation instead: nothing is
+    bound, and nothing held, while the whole gang cannot fit.
     """
-    seen: set[int] = set()
     first: dict[str, float] = {}
 
     def probe() -> bool:
         now = bound(pods(kube, ns, selector))
         for p in now:
             first.setdefault(p["metadata"]["name"], time.monotonic())
-        seen.add(len(now))
         return len(now) == want
     wait_for(f"{want} pods of {selector} bound", probe, timeout=timeout, every=0.1)
-    if strict:
-        assert seen <= {0, want}, f"partial allocation observed: bound counts {sorted(seen)}"
     return first
 
 
@@ -223,7 +221,7 @@ def test_gang_job_waits_for_all_gpus_then_binds_together(kube: Kube, lw: Cluster
     lw.kubectl("delete", "pod", "block-t-1", "-n", "blockers", "--wait=false")
     # All or nothing is the allocation (proven above: 6 free GPUs held nothing for 8 s); the four
     # binds that follow are four API calls, and on a loaded machine a poll can land between them.
-    first = watch_all_or_nothing(kube, "team-a", "job=gang", 4, timeout=60, strict=False)
+    first = watch_bound(kube, "team-a", "job=gang", 4, timeout=60)
     assert len(first) == 4
 
 
@@ -248,7 +246,7 @@ def test_queue_capability_caps_a_tenant_while_others_run(kube: Kube, lw: Cluster
     hold(6, capped_at_8)
     assert free_gpus(kube) == 4 and len(pods(kube, "capped")) == 6  # two jobs wait despite free GPUs
     lw.apply(vcjob("other", "team-b", replicas=2, gpus=2))
-    watch_all_or_nothing(kube, "team-b", "job=other", 2, timeout=60)
+    watch_bound(kube, "team-b", "job=other", 2, timeout=60)
     capped_at_8()
 
 
@@ -319,7 +317,7 @@ def test_dra_gang_binds_two_80gb_devices_together_or_not_at_all(kube: Kube, lw: 
     wait_for("gang pods created", lambda: len(pods(kube, "capped", "job=dra")) == 2)
     hold(8, lambda: not bound(pods(kube, "capped", "job=dra")) or pytest.fail("bound with one device free"))
     lw.kubectl("delete", "pod", "occupant", "-n", "capped", "--wait=false")
-    first_bound = watch_all_or_nothing(kube, "capped", "job=dra", 2, timeout=60, strict=False)
+    first_bound = watch_bound(kube, "capped", "job=dra", 2, timeout=60)
     assert max(first_bound.values()) - min(first_bound.values()) <= 30
     gang = bound(pods(kube, "capped", "job=dra"))
     devices = {_claim_device(kube, p) for p in gang}
