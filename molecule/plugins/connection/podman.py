@@ -112,14 +112,16 @@ class Connection(_PodmanConnection):
         stdout, stderr = proc.communicate(input=in_data)
         return proc.returncode, stdout, stderr
 
+    def _through_root(self, src: str, dst: str) -> None:
+        shutil.copyfile(to_bytes(src, errors="surrogate_or_strict"), to_bytes(dst, errors="surrogate_or_strict"))
+
     def put_file(self, in_path, out_path):
         if not self._connected:
             self._connect()
         if self._runc is None:
             return super().put_file(in_path, out_path)
         ConnectionBase.put_file(self, in_path, out_path)
-        shutil.copyfile(to_bytes(in_path, errors="surrogate_or_strict"),
-                        to_bytes(self._mount_point + out_path, errors="surrogate_or_strict"))
+        self._through_root(in_path, self._mount_point + out_path)
 
     def fetch_file(self, in_path, out_path):
         if not self._connected:
@@ -127,8 +129,7 @@ class Connection(_PodmanConnection):
         if self._runc is None:
             return super().fetch_file(in_path, out_path)
         ConnectionBase.fetch_file(self, in_path, out_path)
-        shutil.copyfile(to_bytes(self._mount_point + in_path, errors="surrogate_or_strict"),
-                        to_bytes(out_path, errors="surrogate_or_strict"))
+        self._through_root(self._mount_point + in_path, out_path)
 
     def close(self):
         # No `podman umount`: nothing was mounted on the runc path.
