@@ -126,9 +126,8 @@ def _env(base: Path) -> dict[str, str]:
 class _Progress:
     """Counts per play and host from the callback's events; one line per play once it ends."""
 
-    def __init__(self, say: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say
-        self.clock = clock
         self.play_started = 0.0
         self.play = ""
         self.counts: dict[str, dict[str, int]] = {}
@@ -139,7 +138,7 @@ class _Progress:
     def end_play(self) -> None:
         if not self.play:
             return
-        took = f" ({self.clock() - self.play_started:.0f} s)"
+        took = f" ({time.monotonic() - self.play_started:.0f} s)"
         if self.counts:
             hosts = ", ".join(f"{h} {c.get('ok', 0) + c.get('changed', 0)} ok/{c.get('changed', 0)} changed"
                               + (f"/{c['failed']} failed" if c.get("failed") else "")
@@ -154,7 +153,7 @@ class _Progress:
         if kind == "play":
             self.end_play()
             self.play = event.get("name") or "(unnamed play)"
-            self.play_started = self.clock()
+            self.play_started = time.monotonic()
             self.plays += 1
         elif kind == "result":
             status = event["status"]

@@ -154,8 +154,9 @@ def watch_bound(kube: Kube, ns: str, selector: str, want: int, timeout: float) -
     """Poll until ``want`` pods are bound; return when each pod was first seen bound (monotonic seconds).
 
     A poll may see some of a gang bound but not all: Volcano decides the gang's placement at once,
-    then its binder binds each pod with its own API call (volcano-sh/volcano, pkg/scheduler/cache:
-    the default binder loops over the tasks; a DRA pod is bound after its claim's allocation is
+    then its binder binds each pod with its own API call (volcano-sh/volcano v1.14.1, the version we
+    build, pkg/scheduler/cache/cache.go: DefaultBinder.Bind loops over the tasks, one Pods().Bind
+    each; a DRA pod is bound after its claim's allocation is
     written), so a poll can land between two binds (seen in a clean-clone CI run on a busy machine:
     bound counts 0, 1, 2 for a two-pod job). The gang tests check the allocation instead: nothing is
     bound, and nothing held, while the whole gang cannot fit.
