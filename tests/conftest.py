@@ -11,6 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Per-tier wall time and the slowest tests of every run (reports/ci-times.json, printed at the end).
+from ci_timing import (  # noqa: F401  (pytest finds hooks by name in a conftest)
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = REPO / "inventories" / "local"
 LAB = REPO / "inventories" / "lab"
