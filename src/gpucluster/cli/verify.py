@@ -24,8 +24,8 @@ from gpucluster.verify.model import Result, Verdict, problems
 @click.option("--metrics-url", multiple=True, help="DCGM exporter (or federate) endpoint for XID/ECC health checks.")
 @options.output("text", "json", "junit")
 @options.out_dir
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, hidden=True)
-@click.option("--junit", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True)
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True)
 @click.option("--reconfig-deadline", type=click.FloatRange(min=0), default=600.0, show_default=True,
               metavar="SECONDS", help="Follow MIG/sharing changes in progress this long; longer fails as stuck.")
 @click.option("--upgrade-deadline", type=click.FloatRange(min=0), default=3600.0, show_default=True,
