@@ -59,6 +59,12 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     started = time.perf_counter()
     if only_node is not None and only_node not in {h.name for h in spec.hosts}:
         raise InputError(f"--node {only_node}: not a host of the spec (hosts: {', '.join(h.name for h in spec.hosts)})")
+    targets = {}
+    if host_mode == "ssh":  # before anything is asked: bad connection settings are bad input
+        from gpucluster.verify import ssh
+
+        # ssh goes where Ansible goes: the inventory's connection settings (ansible_host, _port, _user, ...).
+        targets = ssh.targets(inventories.resolve(inventory), {h.name: h.address for h in spec.hosts})
     config = inventories.kubeconfig_for(spec, kubeconfig)
     # Changes in progress (MIG, sharing) are followed to their end or deadline before anything is judged.
     followed = watchdog.live_rows(spec, config, context, reconfig_deadline, upgrade_deadline, node=only_node,
@@ -76,7 +82,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
 
         for host in spec.hosts:
             try:
-                results += hosts.host_checks(spec, host, hosts.connect(host, host_mode))
+                results += hosts.host_checks(spec, host, hosts.connect(host, host_mode, targets.get(host.name)))
             except Exception as err:  # a host we cannot reach is a failed check, not a crash
                 results.append(Result("host-reachable", host.name, Verdict.failed, "reachable", str(err)[:200]))
     if only_node is not None:
