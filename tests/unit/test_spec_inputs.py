@@ -52,6 +52,9 @@ CASES = {
                             r"'gold\n'", "label value"),
     "label-key-newline": (_set("nodePools.0.labels", {"tier\n": "gold"}), "nodePools[0].labels", r"'tier\n'",
                           "gpucluster.dev/tier"),
+    # the label PrometheusRules carry for the Prometheus to select them was not checked at all
+    "prometheus-label-newline": (_set("monitoring.prometheusLabel", {"release": "prometheus\n"}),
+                                 "monitoring.prometheusLabel", r"'prometheus\n'", "label value"),
     "taint-newline": (_set("nodePools.0.taints", ["gpu=yes:NoSchedule\n"]), "nodePools[0].taints[0]",
                       r"'gpu=yes:NoSchedule\n'", "key=value:NoSchedule"),
     "memory-newline": (_set("tenants.0.quota.memory", "4Gi\n"), "tenants[0].quota.memory", r"'4Gi\n'", "256Gi"),

@@ -644,7 +644,7 @@ class Alerts(Model):
 class Monitoring(Model):
     enabled: bool = True
     namespace: Name = "monitoring"
-    prometheus_label: dict[str, str] = Field(
+    prometheus_label: Labels = Field(
         default_factory=lambda: {"release": "prometheus"}, description="Label the Prometheus selects rules by."
     )
     alerts: Alerts = Field(default_factory=Alerts)

@@ -193,8 +193,9 @@ def _host_addresses(spec: ClusterSpec, c: _Collector) -> None:
             name = ipaddress.ip_address(target).compressed
         except ValueError:
             name = target.lower()
-        port = str(host.ansible_vars.get("ansible_port") or 22) if plugin in NETWORK_CONNECTIONS else ""
-        place = (plugin, name, port)
+        network = plugin in NETWORK_CONNECTIONS  # ssh, paramiko, smart: the same machine at the same port
+        port = str(host.ansible_vars.get("ansible_port") or 22) if network else ""
+        place = ("network" if network else plugin, name, port)
         if place in seen:
             other = spec.hosts[seen[place]]
             c.error(where, f"host {host.name!r} is reached at {target}{':' + port if port else ''}, like hosts"
