@@ -489,7 +489,7 @@ def test_an_unreachable_host_fails_host_reachable(monkeypatch, tmp_path, cli, lo
     monkeypatch.setattr(verify_cluster, "fetch", lambda *a, **k: perfect(spec))
     monkeypatch.setattr(watchdog, "live_rows", lambda *a, **k: [])  # no change in progress to follow
 
-    def refuse(host, mode):
+    def refuse(host, mode, target=None):
         raise ConnectionRefusedError(f"ssh to {host.address}: connection refused")
 
     monkeypatch.setattr(hosts, "connect", refuse)

@@ -91,7 +91,8 @@ def catalog_cmd(output: str) -> None:
 
 @click.command("spec-reference")
 @options.out_dir
-@click.option("-o", "--out", "legacy_out", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("-o", "--out", "legacy_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              hidden=True)
 def spec_reference(out_dir: Path | None, legacy_out: Path | None) -> None:
     """Print the spec reference (Markdown) generated from the model, or write it as OUT_DIR/spec-reference.md."""
     from gpucluster.spec.reference import markdown

@@ -18,6 +18,7 @@ from gpucluster.errors import Problem
 from gpucluster.spec import capacity, dra_fit, features, networks
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClusterSpec, NodePool, SecondaryNetwork, SharingMode
+from gpucluster.spec.names import NETWORK_CONNECTIONS, connection_plugin
 
 #: Host OSes NVIDIA builds driver container images for, among those the spec accepts
 #: (NVIDIA/gpu-driver-container at the v26.3.0 release: ubuntu22.04, ubuntu24.04, rhel8/9/10, rocky9, ...;
@@ -31,6 +32,8 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: Namespaces of the pod networks tests/upstream/facts/cni.yaml weighs: flannel's chart and Calico's
 #: operator chart (facts flannel-chart-install-namespace, calico-chart-namespace).
 POD_NETWORK_NAMESPACES = ("kube-flannel", "tigera-operator")
+#: The local world's environment: every host is simulated on this machine, so they share its address.
+LOCAL_ENVIRONMENT = "local"
 #: Extended resource names the quota spells in its own fields.
 IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
@@ -66,6 +69,7 @@ def _close(word: str, options: Iterable[str]) -> str:
 def validate(spec: ClusterSpec) -> list[Problem]:
     c = _Collector()
     pools_ok = _hosts_and_pools(spec, c)
+    _host_addresses(spec, c)
     _kubernetes(spec, c)
     _operators(spec, c)
     _dra(spec, c)
@@ -90,7 +94,14 @@ def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
     cat = catalog.catalog()
     for i, pool in enumerate(spec.node_pools):
         base = f"nodePools[{i}]"
+        listed: dict[str, int] = {}
         for j, host in enumerate(pool.hosts):
+            if host in listed:
+                c.error(f"{base}.hosts[{j}]", f"host {host!r} is listed twice in pool {pool.name!r} (also hosts"
+                        f"[{listed[host]}]): its GPUs would be counted twice towards the pool's capacity",
+                        "list every host of a pool once")
+                continue
+            listed[host] = j
             if host not in host_names:
                 c.error(f"{base}.hosts[{j}]", f"unknown host {host!r}", _close(host, host_names))
             elif host in owner and owner[host] != pool.name:
@@ -143,6 +154,55 @@ def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
             c.warn(f"{base}.rdma", "RDMA interfaces set but the network operator is disabled",
                    "pods cannot request rdma/* resources without the RDMA shared device plugin")
     return len(c.problems) == errors_before
+
+
+def _host_addresses(spec: ClusterSpec, c: _Collector) -> None:
+    """Every host is its own machine, outside the cluster's pod and Service ranges.
+
+    Two hosts Ansible reaches at the same place (its connection plugin, ``ansible_host`` or the
+    address, the port) are one machine configured twice. Hosts on the ``local`` connection are this
+    machine on purpose, and so are the local world's (``metadata.environment: local``) simulated hosts.
+    """
+    ranges = {}
+    for key, cidr in (("kubernetes.podSubnet", spec.kubernetes.pod_subnet),
+                      ("kubernetes.serviceSubnet", spec.kubernetes.service_subnet)):
+        try:
+            ranges[key] = ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            pass  # reported by _kubernetes
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, host in enumerate(spec.hosts):
+        plugin = connection_plugin(host.ansible_vars)
+        given = host.ansible_vars.get("ansible_host")
+        where = f"hosts[{i}].ansibleVars.ansible_host" if given else f"hosts[{i}].address"
+        target = str(given or host.address)
+        for path, value in {f"hosts[{i}].address": host.address, where: target}.items():
+            try:
+                addr = ipaddress.ip_address(value)
+            except ValueError:
+                continue  # a host name: resolved only where it is used
+            for key, net in ranges.items():
+                if addr.version == net.version and addr in net:
+                    what = ("pods get their addresses from it" if key.endswith("podSubnet") else
+                            "Services get their virtual IPs from it, and kube-proxy captures traffic to them")
+                    c.error(path, f"{value} lies inside {key} {net} ({what}): traffic to this host would be routed "
+                            "into the cluster", f"give {key} a range no host uses, or correct the address")
+        if plugin == "local" or spec.metadata.environment == LOCAL_ENVIRONMENT:
+            continue
+        try:
+            name = ipaddress.ip_address(target).compressed
+        except ValueError:
+            name = target.lower()
+        network = plugin in NETWORK_CONNECTIONS  # ssh, paramiko, smart: the same machine at the same port
+        port = str(host.ansible_vars.get("ansible_port") or 22) if network else ""
+        place = ("network" if network else plugin, name, port)
+        if place in seen:
+            other = spec.hosts[seen[place]]
+            c.error(where, f"host {host.name!r} is reached at {target}{':' + port if port else ''}, like hosts"
+                    f"[{seen[place]}] ({other.name!r}): Ansible would configure one machine as both, and the cluster "
+                    "would count it twice", "give every host its own address")
+        else:
+            seen[place] = i
 
 
 def _dynamic_mig_pool(c: _Collector, base: str, pool: NodePool, model: GpuModel) -> None:

@@ -387,8 +387,11 @@ def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
 def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = True) -> Iterator[Result]:
     """Every release the spec installs is deployed in its namespace with the pinned chart and version.
 
-    Read from Helm's own release records. Where chart repositories cannot be reached (the local
-    world), releases from a repository are not installed on purpose: not measured, with that reason.
+    Read from Helm's own release records, and only from a record in the release's namespace that names
+    it (:mod:`gpucluster.verify.helm`): a record elsewhere, or one that claims another release, is
+    ignored, and the row says so when it claimed this one. Where chart repositories cannot be reached
+    (the local world), releases from a repository are not installed on purpose: not measured, with that
+    reason.
     """
     from gpucluster.render import releases
     from gpucluster.verify import helm
@@ -402,7 +405,10 @@ def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = 
         return
     installed: dict[tuple[str, str], helm.Installed] = {}
     broken: list[str] = []
+    namespaces = {rel.namespace for rel in wanted}
     for secret in snap.helm_releases:
+        if (secret.get("metadata") or {}).get("namespace") not in namespaces:
+            continue  # fetch reads only the release namespaces; a record from anywhere else is not Helm's
         try:
             rec = helm.decode(secret)
         except ValueError as err:
@@ -419,8 +425,12 @@ def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = 
                 yield skip("charts-installed", subject, "chart repositories are unreachable here: not installed "
                            "on purpose (in the local world the GPU simulator stands in for its node agents)")
             else:
+                # what went wrong with the records that could have been this release's
+                claims = [b for b in broken if f"claims release {rel.namespace}/{rel.name}:" in b or
+                          b.startswith(f"secret {rel.namespace}/")]
                 yield fail("charts-installed", subject, want, "not installed",
-                           "; ".join(broken[:2]) or "no deployed Helm release of that name in the namespace")
+                           "; ".join((claims or broken)[:2]) or "no deployed Helm release of that name in the "
+                           "namespace")
             continue
         yield compare("charts-installed", subject, want,
                       f"{found.chart} {found.version.lstrip('v')} in {found.namespace}")
@@ -450,7 +460,10 @@ def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str 
 
     minor = spec.kubernetes.minor[1]
     paths = {"device_taint_rules": quarantine.rules_path(minor)} if minor in DEVICE_TAINT_RULE_API else {}
-    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths)
+    from gpucluster.render import releases
+
+    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths,
+                          helm_namespaces=[rel.namespace for rel in releases(spec)])
 
 
 def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,

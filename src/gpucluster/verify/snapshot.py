@@ -66,6 +66,7 @@ class Snapshot:
     admission_bindings: list[Obj] | None = None
     helm_releases: list[Obj] | None = None  # deployed Helm release records; None: secrets not readable
     helm_error: str = ""  # why ``helm_releases`` is None
+    helm_namespaces: tuple[str, ...] = ()  # where the records were read: the spec's release namespaces
     resource_claims: list[Obj] | None = None  # None: resource.k8s.io/v1 not served
     device_taint_rules: list[Obj] | None = None  # None: DeviceTaintRules not served at the spec's version
     access: dict[AccessQuestion, bool] | None = None  # None: not asked, or reviews not allowed
@@ -97,12 +98,14 @@ REQUIRED = ("nodes", "daemonsets", "quotas", "limit_ranges", "namespaces")
 
 
 def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
-          questions: Sequence[AccessQuestion] = (), paths: dict[str, str] | None = None) -> Snapshot:
+          questions: Sequence[AccessQuestion] = (), paths: dict[str, str] | None = None,
+          helm_namespaces: Sequence[str] = ()) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
     queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
-    bindings, Helm's deployed release records, ResourceClaims and DeviceTaintRules (16 calls in all); then
-    one SubjectAccessReview per question. ``paths`` replaces the LIST of a field (an API version that
-    depends on the cluster's)."""
+    bindings, ResourceClaims and DeviceTaintRules (15 calls); Helm's deployed release records in each of
+    ``helm_namespaces`` (the namespaces the spec installs releases into: never cluster-wide, where any
+    tenant admin could plant one); then one SubjectAccessReview per question. ``paths`` replaces the
+    LIST of a field (an API version that depends on the cluster's)."""
     snap = Snapshot()
     with kube.Kube(kubeconfig, context=context, timeout=60) as api:
         for attr, path in {**PATHS, **(paths or {})}.items():
@@ -115,12 +118,16 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
             if items is None and attr in REQUIRED:
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
             setattr(snap, attr, items)
+        snap.helm_namespaces = tuple(dict.fromkeys(helm_namespaces))
+        records: list[Obj] = []
         try:
-            snap.helm_releases = api.list(helm.DEPLOYED)
-            snap.calls += 1
+            for namespace in snap.helm_namespaces:
+                records += api.list(helm.deployed_in(namespace)) or []
+                snap.calls += 1
+            snap.helm_releases = records
         except ClusterUnreachable as err:
             snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
-                               "owner=helm")
+                               f"owner=helm in {', '.join(snap.helm_namespaces)}")
         if questions:
             review_access(api, snap, questions)
     return snap
