@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster import kube
-from gpucluster.errors import ClusterUnreachable
+from gpucluster.errors import ApiError, ClusterUnreachable
 from gpucluster.verify import helm
 
 Obj = dict[str, Any]
@@ -108,9 +108,11 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
         for attr, path in {**PATHS, **(paths or {})}.items():
             try:
                 items = api.list(path)
-            except ClusterUnreachable as err:
-                raise ClusterUnreachable(f"{err}; verification needs read access to nodes, DRA objects, quotas "
-                                         "and the operators' CRs") from None
+            except ApiError as err:
+                if err.status not in (401, 403):
+                    raise
+                raise ApiError(f"{err}; verification needs read access to nodes, DRA objects, quotas and the "
+                               "operators' CRs", err.status, err.reason) from None
             snap.calls += 1
             if items is None and attr in REQUIRED:
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
@@ -118,7 +120,7 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
         try:
             snap.helm_releases = api.list(helm.DEPLOYED)
             snap.calls += 1
-        except ClusterUnreachable as err:
+        except ApiError as err:
             snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
                                "owner=helm")
         if questions:
@@ -136,7 +138,7 @@ def review_access(api: kube.Kube, snap: Snapshot, questions: Sequence[AccessQues
     try:
         with ThreadPoolExecutor(REVIEW_THREADS) as pool:
             answers = list(pool.map(ask, questions))
-    except ClusterUnreachable as err:
+    except ApiError as err:
         snap.access_error = (f"{err}; checking tenant RBAC needs create on subjectaccessreviews "
                              "(authorization.k8s.io)")
         return
