@@ -25,12 +25,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
 
-from kubernetes.utils import parse_quantity
-
 from gpucluster import catalog, cel, devices
 from gpucluster.catalog import GpuModel
 from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_DRIVER, DRA_EXTENDED_CLASS, Device
 from gpucluster.errors import Problem
+from gpucluster.quantity import parse_quantity
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClaimAlternative, ClusterSpec, NodePool, SharingMode
 from gpucluster.spec.selectors import chart_class_cel, device_class_cel, extended_class_cel

@@ -14,9 +14,9 @@ from pathlib import Path
 from gpucluster import cel, expected
 from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device, counter_set_name
 from gpucluster.expected import HostState
+from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.spec.quantity import parse_quantity
 from gpucluster.verify import dra_claims
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
