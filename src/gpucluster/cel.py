@@ -31,11 +31,12 @@ the DRA library itself (the dra-cel tool).
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from gpucluster import semver as semverlib
@@ -95,6 +96,9 @@ class Program:
     compiled: Any = field(repr=False, compare=False)
     terms: tuple[Term, ...] = ()
     domains: frozenset[str] = frozenset()
+    #: The (attributes|capacity, domain, name) the expression reads, when it reads only such entries by
+    #: literal keys; None when it uses a map as a whole (size, in, macros, bind): then it sees everything.
+    reads: frozenset[tuple[str, str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -409,13 +413,36 @@ def _compile(expr: str) -> Any:
     return eval_env.compile(expr, disable_check=True)
 
 
+@cache
 def compile_expr(expr: str) -> Program:
     """Compile a selector in the DRA environment: :class:`CompileError` when Kubernetes would refuse it,
     :class:`Unsupported` when it uses a Kubernetes function this evaluator lacks."""
     compiled = _compile(expr)
     domains = frozenset(a or b for a, b in _STRING_LITERAL.findall(expr))
     terms = tuple(_shape(t) for t in _conjuncts(expr))
-    return Program(expr, compiled, terms, domains)
+    return Program(expr, compiled, terms, domains, _reads(expr))
+
+
+_LIT = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_ACCESS = re.compile(r"device\s*\.\s*(?:(?:driver|allowMultipleAllocations)\b"
+                     rf"|(attributes|capacity)\s*\[\s*({_LIT})\s*\]"
+                     rf"\s*(?:\.\s*\??\s*([A-Za-z_]\w*)|\[\s*({_LIT})\s*\]))")
+
+
+def _reads(expr: str) -> frozenset[tuple[str, str, str]] | None:
+    """What the expression reads of ``device``, if every use of it is a direct access by literal keys."""
+    masked = _STRING_LITERAL.sub(lambda m: "'" + "_" * (len(m[0]) - 2) + "'", expr)
+    out = set()
+    for use in re.finditer(r"(?<![\w.])device\b", masked):
+        m = _ACCESS.match(expr, use.start())
+        if m is None:
+            return None
+        if m[1]:
+            domain, name = m[2][1:-1], m[3] or m[4][1:-1]
+            if "\\" in domain + name:
+                return None  # escapes: not worth decoding here, read everything
+            out.add((m[1], domain, name))
+    return frozenset(out)
 
 
 @cache
@@ -434,15 +461,17 @@ def _qualified(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-def device_input(driver: str, device: dict, domains: Iterable[str] = ()) -> dict[str, Any]:
+@lru_cache(maxsize=8192)
+def _device_input(driver: str, device_json: str) -> dict[str, Any]:
     """The ``device`` variable for one ResourceSlice device entry, as DeviceMatches builds it; ValueError
     for an attribute Kubernetes cannot read (a version that is not semver, no value)."""
     _, _, lib = _env()
-    attributes: dict[str, dict[str, Any]] = {d: {} for d in domains}
+    device = json.loads(device_json)
+    attributes: dict[str, dict[str, Any]] = {}
     for name, attr in (device.get("attributes") or {}).items():
         domain, ident = _qualified(name, driver)
         attributes.setdefault(domain, {})[ident] = _attribute_value(name, attr, lib)
-    capacity: dict[str, dict[str, Any]] = {d: {} for d in domains}
+    capacity: dict[str, dict[str, Any]] = {}
     for name, cap in (device.get("capacity") or {}).items():
         domain, ident = _qualified(name, driver)
         capacity.setdefault(domain, {})[ident] = lib.make_quantity(parse_quantity(str(cap["value"])))
@@ -472,11 +501,67 @@ def _version(name: str, text: str) -> semverlib.Version:
 
 
 def evaluate(program: Program, driver: str, device: dict) -> Outcome:
-    """What Kubernetes decides for ``device`` (a ResourceSlice device entry) of ``driver``."""
+    """What Kubernetes decides for ``device`` (a ResourceSlice device entry) of ``driver``.
+
+    Memoized on what the expression can see of the device: its driver and the entries it reads (so 8,000
+    GPUs of a few shapes are a few evaluations), after checking, as DeviceMatches does first, that every
+    attribute has a value Kubernetes can read.
+    """
+    problem = _attributes_problem(device)
+    if problem:
+        return Outcome(False, problem)
+    seen = device if program.reads is None else _pruned(program.reads, driver, device)
+    return _evaluate(program.expression, driver, json.dumps(seen, sort_keys=True, default=str))
+
+
+def _attributes_problem(device: dict) -> str:
+    for name, attr in (device.get("attributes") or {}).items():
+        if not isinstance(attr, dict) or not any(attr.get(k) is not None for k in _VALUE_KEYS):
+            return f"attribute {name}: unsupported attribute value"
+        versions = attr.get("versions") or ([attr["version"]] if attr.get("version") is not None else [])
+        for text in versions:
+            error = _semver_error(str(text))
+            if error:
+                return f"attribute {name}: parse semantic version: {error}"
+    return ""
+
+
+_VALUE_KEYS = ("int", "bool", "string", "version", "ints", "bools", "strings", "versions")
+
+
+@lru_cache(maxsize=4096)
+def _semver_error(text: str) -> str:
     try:
-        data = device_input(driver, device, program.domains)
+        semverlib.parse(text)
+    except ValueError as err:
+        return str(err)
+    return ""
+
+
+def _pruned(reads: frozenset[tuple[str, str, str]], driver: str, device: dict) -> dict[str, Any]:
+    """The device with only the entries ``reads`` names (qualified, so the driver's bare names count)."""
+    out: dict[str, Any] = {"name": "", "attributes": {}, "capacity": {}}
+    if device.get("allowMultipleAllocations") is not None:
+        out["allowMultipleAllocations"] = device["allowMultipleAllocations"]
+    for kind, domain, name in reads:
+        entries = device.get(kind) or {}
+        value = entries.get(f"{domain}/{name}")
+        if value is None and domain == driver:
+            value = entries.get(name)
+        if value is not None:
+            out[kind][f"{domain}/{name}"] = value
+    return out
+
+
+@lru_cache(maxsize=65536)
+def _evaluate(expression: str, driver: str, device_json: str) -> Outcome:
+    program = compile_expr(expression)
+    try:
+        built = _device_input(driver, device_json)
     except (ValueError, KeyError, TypeError) as err:
         return Outcome(False, str(err))
+    empty: dict[str, dict[str, Any]] = {d: {} for d in program.domains}
+    data = {**built, "attributes": {**empty, **built["attributes"]}, "capacity": {**empty, **built["capacity"]}}
     try:
         value = program.compiled.eval(data={"device": data})
     except Exception as err:  # the engine raises for some runtime failures instead of returning an error
