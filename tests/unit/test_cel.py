@@ -16,7 +16,8 @@ GPU = {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "productName":
                                        "cudaComputeCapability": {"version": "9.0.0"},
                                        "driverVersion": {"version": "580.95.5"}},
        "capacity": {"memory": {"value": "81559Mi"}}}
-MIG = {"name": "gpu-0-mig-1g10gb", "attributes": {f"{D}/type": {"string": "mig"}, f"{D}/profile": {"string": "1g.10gb"}},
+MIG = {"name": "gpu-0-mig-1g10gb",
+       "attributes": {f"{D}/type": {"string": "mig"}, f"{D}/profile": {"string": "1g.10gb"}},
        "capacity": {f"{D}/memory": {"value": "9984Mi"}}}
 
 #: Each verdict was checked with the dra-cel oracle (Kubernetes v1.37.2's DRA library) on 2026-12-02.
