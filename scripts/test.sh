@@ -22,9 +22,9 @@ else
   scripts/setup.sh || exit $?
   # Tools only the tests use (not `gpucluster up`): the real Prometheus and Prometheus Operator of
   # the local world's monitoring add-on (tests/integration/test_alerts_live.py), and NVIDIA's device
-  # plugin with the NVML stub for the site scenario's GPU stand-in (molecule/site/prepare.yml).
-  # Cached once built.
-  .venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub || exit $?
+  # plugin with the NVML stub for the site scenario's GPU stand-in (molecule/site/prepare.yml), and
+  # dra-cel, Kubernetes' DRA selector evaluation (tests/upstream/test_cel_upstream.py). Cached once built.
+  .venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub dra-cel || exit $?
   # The toolchain was just built: a test that finds a tool missing must fail, not skip.
   export GPUCLUSTER_REQUIRE_TOOLS=1
 fi

@@ -40,7 +40,7 @@ BASE_SPEC = {
 
 
 #: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
-TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary"}
+TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary", "dra_cel"}
 #: Test folders that need the toolchain as a whole.
 TOOL_FOLDERS = ("integration", "molecule")
 
@@ -73,6 +73,12 @@ def oracle():
     from gpucluster.simulator.oracle import Oracle
 
     return Oracle(require_tool("nvidia-oracle"))
+
+
+@pytest.fixture(scope="session")
+def dra_cel() -> Path:
+    """The built dra-cel tool: Kubernetes' DRA selector evaluation and ParseQuantity over JSON."""
+    return require_tool("dra-cel")
 
 
 @pytest.fixture(scope="session")

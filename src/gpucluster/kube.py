@@ -6,8 +6,10 @@ objects are compared as the API server returns them, and no typed model is built
 nodes. It counts successful reads and writes, so tests can prove that a reconcile with nothing to do
 writes nothing. The simulator, the stacks' cluster facts and verification's snapshot all use it.
 
-Errors: a kubeconfig that cannot be loaded is the user's input (:class:`KubeconfigError`, exit 2);
-an API server that cannot be reached or refuses a call is :class:`ClusterUnreachable` (exit 1).
+Errors: a kubeconfig that cannot be loaded is the user's input (:class:`KubeconfigError`, exit 2); an
+API server that cannot be reached is :class:`ClusterUnreachable`; a call it answers with an error status
+is :class:`ApiError` carrying that status and the Status reason (:class:`AlreadyExists` for a create that
+finds the object), both exit 1. Callers decide what to retry; :func:`transient` is the usual rule.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from gpucluster.errors import AlreadyExists, ClusterUnreachable, KubeconfigError
+from gpucluster.errors import AlreadyExists, ApiError, ClusterError, ClusterUnreachable, KubeconfigError
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -62,6 +64,31 @@ def configmap(namespace: str, name: str) -> str:
 def with_selector(path: str, selector: str) -> str:
     """``path`` with a ``labelSelector`` query (``key=value``)."""
     return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}"
+
+
+#: Statuses another attempt may clear: a conflict (someone else wrote first), too many requests, and the
+#: server's own failures (an aggregated API not ready, etcd leader changes). 401/403/404/422 will not change.
+TRANSIENT_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
+
+
+def transient(err: ClusterError) -> bool:
+    """Whether ``err`` may go away on its own: the server unreachable, or a :data:`TRANSIENT_STATUSES`
+    answer. A forbidden (403) or invalid (422) write fails the same way every time."""
+    return isinstance(err, ClusterUnreachable) or (isinstance(err, ApiError) and err.status in TRANSIENT_STATUSES)
+
+
+def api_error(method: str, path: str, status: int, data: bytes) -> ApiError:
+    """The error for an answer with ``status``: the Status object's message and reason when there is one."""
+    try:
+        decoded = json.loads(data) if data else {}
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        message, reason = str(decoded.get("message", "")), str(decoded.get("reason", ""))
+    else:
+        message, reason = data[:300].decode(errors="replace"), ""
+    error = AlreadyExists if status == 409 and method == "POST" else ApiError
+    return error(f"{method} {path}: HTTP {status}{' ' + reason if reason else ''}: {message}", status, reason)
 
 
 class Kube:
@@ -143,12 +170,7 @@ class Kube:
             self._count(method)
             return None
         if not 200 <= status < 300:
-            try:
-                message = json.loads(data).get("message", "")
-            except ValueError:
-                message = data[:300].decode(errors="replace")
-            error = AlreadyExists if status == 409 and method == "POST" else ClusterUnreachable
-            raise error(f"{method} {path}: HTTP {status}: {message}")
+            raise api_error(method, path, status, data)
         self._count(method)
         return json.loads(data) if data else {}
 

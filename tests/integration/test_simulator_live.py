@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 from cluster_helpers import Cluster, wait_for
-from kubernetes.utils import parse_quantity
 
 from gpucluster import catalog, expected
 from gpucluster import labels as L
 from gpucluster.addons import gpu_simulator
 from gpucluster.devices import DRA_DRIVER
 from gpucluster.labels import SIMULATED
+from gpucluster.quantity import parse_quantity
 from gpucluster.render import gpu_operator, render
 from gpucluster.render import network_operator as network
 from gpucluster.simulator import Simulator, attach

@@ -141,9 +141,9 @@ def test_quota_on_a_class_that_does_not_exist(write_spec, dra_base):
 
 
 def test_a_class_validation_cannot_evaluate_is_not_passed_silently(spec):
-    spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].productName.matches('H1.*')"]
+    spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].productName.find('H1') != ''"]
     [w] = [p for p in validate(spec) if p.path == "dra.deviceClasses[0].selector.cel"]
-    assert w.severity == "warning" and "not checked" in w.message and "outside the subset" in w.message
+    assert w.severity == "warning" and "not checked" in w.message and "outside what gpucluster evaluates" in w.message
     # an attribute no spec can predict (a GPU's uuid): a warning too, never "matches nothing"
     spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].uuid == 'GPU-1'"]
     [w] = [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
@@ -152,6 +152,25 @@ def test_a_class_validation_cannot_evaluate_is_not_passed_silently(spec):
     spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].brand == 'Nvidia'",
                                                "device.attributes['gpu.nvidia.com'].driverVersion.compareTo("
                                                "semver('580.0.0')) >= 0"]
+    assert not [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    # whole GPUs publish no profile: Kubernetes' evaluation fails on them ("no such key")
+    ("device.attributes['gpu.nvidia.com'].profile != ''", "no such key: profile"),
+    # a string compared with a number by order: no such overload at run time
+    ("device.attributes['gpu.nvidia.com'].productName > 1", "No matching overloads found : _>_(string, int64)"),
+    # refused by the type checker, as the API server refuses it
+    ("device.driver == 1", "does not compile"),
+])
+def test_a_class_kubernetes_cannot_evaluate_is_an_error(spec, extra, why):
+    spec.dra.device_classes[0].selector.cel = [extra]
+    [e] = [p for p in validate(spec) if p.path == "dra.deviceClasses[0].selector"]
+    assert e.severity == "error" and why in e.message and "has(" in e.hint
+
+
+def test_a_guarded_optional_attribute_is_evaluated(spec):
+    spec.dra.device_classes[0].selector.cel = ["!has(device.attributes['gpu.nvidia.com'].profile)"]
     assert not [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpucluster import kube
-from gpucluster.errors import ClusterUnreachable
+from gpucluster.errors import ClusterError
 from gpucluster.pulumi.objects import Obj
 from gpucluster.pulumi.plan import ClusterFacts
 
@@ -99,5 +99,7 @@ def _ready(api: kube.Kube, obj: Obj) -> bool:
         live = _get(api, kube.namespaced(meta["namespace"], "resourcequotas", meta["name"]))
         hard = live.get("status", {}).get("hard") or {}
         return set(hard) == set(obj["spec"]["hard"])
-    except ClusterUnreachable:
-        return False
+    except ClusterError as err:
+        if kube.transient(err):  # not ready yet; a refused read (403) will not become ready by waiting
+            return False
+        raise

@@ -25,7 +25,7 @@ from typing import Any
 
 from gpucluster import kube
 from gpucluster import labels as L
-from gpucluster.errors import AlreadyExists, ClusterUnreachable, SimulatorError
+from gpucluster.errors import AlreadyExists, ApiError, ClusterError, SimulatorError
 from gpucluster.render import dra_chart, gpu_operator
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network_operator import NIC_POLICY_NAME
@@ -324,7 +324,12 @@ class Simulator:
 
     # -- keep current ---------------------------------------------------------------------------
     def run(self, interval: float = 5.0, stop: threading.Event | None = None) -> None:
-        """Sync every ``interval`` seconds until ``stop`` is set; API errors are logged, not fatal."""
+        """Sync every ``interval`` seconds until ``stop`` is set.
+
+        An unreachable API server and transient answers (409, 429, 5xx: :func:`gpucluster.kube.transient`) are
+        logged and retried; any other refusal (403 forbidden, 422 invalid) fails the same way every time, so
+        it ends the loop with that error instead of retrying forever (see :func:`retryable`).
+        """
         stop = stop or self._stop
         last: dict[str, list[str]] = {}
         while not stop.is_set():
@@ -340,7 +345,10 @@ class Simulator:
                 for line in summarize_notes({n: v for n, v in report.notes.items() if v != last.get(n)}):
                     log.warning("%s", line)
                 last = report.notes
-            except ClusterUnreachable as exc:
+            except ClusterError as exc:
+                if not retryable(exc):
+                    log.error("sync refused, not retrying: %s", exc)
+                    raise
                 log.warning("sync failed (will retry in %.0f s): %s", interval, exc)
             stop.wait(interval)
 
@@ -352,6 +360,12 @@ class Simulator:
         self.stop()
         self._pool.shutdown(wait=True)
         self.kube.close()
+
+
+def retryable(err: ClusterError) -> bool:
+    """The simulator's rule: :func:`gpucluster.kube.transient`, plus 404 (a node or slice deleted between the
+    sync's list and its write: the next sync lists again and recreates it)."""
+    return kube.transient(err) or (isinstance(err, ApiError) and err.status == 404)
 
 
 def summarize_notes(notes: dict[str, list[str]]) -> list[str]:

@@ -32,6 +32,8 @@ PULUMI_KUBERNETES = f"v{versions.PULUMI_KUBERNETES_PROVIDER}"
 VOLCANO = versions.VOLCANO_LOCAL
 K8S_DEVICE_PLUGIN = versions.K8S_DEVICE_PLUGIN
 PAUSE = versions.PAUSE
+#: k8s.io/dynamic-resource-allocation is a staging module: v0.<minor>.<patch> of the Kubernetes pin.
+DRA_LIBRARY = "v0." + KUBERNETES.split(".", 1)[1]
 
 #: Oldest Go that builds every pinned module (their go.mod files say go 1.24 … 1.26).
 MIN_GO = (1, 24)
@@ -297,6 +299,17 @@ _ALL: list[Tool] = [
         cgo=True,
         optional=True,
         output="libnvidia-ml.so.1",
+    ),
+    # The CEL oracle of the upstream tier (tests/upstream/test_cel_upstream.py): the DRA library's own
+    # selector evaluation (k8s.io/dynamic-resource-allocation at the Kubernetes pin's staging version) and
+    # resource.ParseQuantity, over JSON; our small main (tools/dra-cel). Optional: only that test runs it.
+    Tool(
+        name="dra-cel",
+        version=f"{DRA_LIBRARY}-{_source_digest('dra-cel')}",
+        module="dra-cel",
+        package="gpucluster.local/tools/dra-cel",
+        version_args=(),
+        optional=True,
     ),
     # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds). Optional until
     # generate_crds reads the tool's own module and packages (it only knows tools/crds today);

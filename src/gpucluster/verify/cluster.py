@@ -14,9 +14,9 @@ from pathlib import Path
 from gpucluster import cel, expected
 from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device, counter_set_name
 from gpucluster.expected import HostState
+from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.spec.quantity import parse_quantity
 from gpucluster.verify import dra_claims
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
@@ -337,10 +337,22 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[
         try:
             programs = [cel.compile_expr(e) for e in exprs]
         except cel.Unsupported as err:
-            yield skip("deviceclass-matches", subject, f"{err}; verify evaluates gpucluster's CEL subset only")
+            yield skip("deviceclass-matches", subject, f"{err}; not measured")
             continue
-        n = sum(1 for drv, dev in devices if all(cel.matches(p, drv, dev) for p in programs))
-        if not devices and DRA_AGENT in absent:
+        except cel.CompileError as err:
+            yield fail("deviceclass-matches", subject, ">= 1 device", "selector does not compile",
+                       f"{err}: the scheduler fails every allocation that evaluates it")
+            continue
+        outcomes = [(dev, cel.evaluate_all(programs, drv, dev)) for drv, dev in devices]
+        broken = [(dev, o.error) for dev, o in outcomes if o.error]
+        n = sum(1 for _, o in outcomes if o.matched)
+        if broken:
+            dev, error = broken[0]
+            yield fail("deviceclass-matches", subject, ">= 1 device, no evaluation error",
+                       f"evaluation fails on {len(broken)} devices",
+                       f"on {dev.get('name', '?')}: {error}; the scheduler fails the allocation of every claim "
+                       "whose search reaches such a device")
+        elif not devices and DRA_AGENT in absent:
             yield skip("deviceclass-matches", subject, NO_DRA_AGENT)
         elif n:
             yield ok("deviceclass-matches", subject, ">= 1 device", f"{n} devices")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster import kube
-from gpucluster.errors import ClusterUnreachable
+from gpucluster.errors import ApiError, ClusterUnreachable
 from gpucluster.verify import helm
 
 Obj = dict[str, Any]
@@ -111,9 +111,11 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
         for attr, path in {**PATHS, **(paths or {})}.items():
             try:
                 items = api.list(path)
-            except ClusterUnreachable as err:
-                raise ClusterUnreachable(f"{err}; verification needs read access to nodes, DRA objects, quotas "
-                                         "and the operators' CRs") from None
+            except ApiError as err:
+                if err.status not in (401, 403):
+                    raise
+                raise ApiError(f"{err}; verification needs read access to nodes, DRA objects, quotas and the "
+                               "operators' CRs", err.status, err.reason) from None
             snap.calls += 1
             if items is None and attr in REQUIRED:
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
@@ -125,7 +127,7 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
                 records += api.list(helm.deployed_in(namespace)) or []
                 snap.calls += 1
             snap.helm_releases = records
-        except ClusterUnreachable as err:
+        except ApiError as err:
             snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
                                f"owner=helm in {', '.join(snap.helm_namespaces)}")
         if questions:
@@ -143,7 +145,7 @@ def review_access(api: kube.Kube, snap: Snapshot, questions: Sequence[AccessQues
     try:
         with ThreadPoolExecutor(REVIEW_THREADS) as pool:
             answers = list(pool.map(ask, questions))
-    except ClusterUnreachable as err:
+    except ApiError as err:
         snap.access_error = (f"{err}; checking tenant RBAC needs create on subjectaccessreviews "
                              "(authorization.k8s.io)")
         return
