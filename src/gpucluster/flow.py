@@ -25,6 +25,7 @@ from typing import Any
 from gpucluster import inventory as inventories
 from gpucluster import lockfile, ownership
 from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
+from gpucluster.hostlayer import EVENTS_FILE
 
 
 @dataclass
@@ -99,16 +100,12 @@ def _earlier_stack_state(root: Path) -> bool:
     return bool(projects) and all(p.startswith("gpucluster-") for p in projects)
 
 
-def _stack_state_kind() -> ownership.Kind:
-    from gpucluster.hostlayer import EVENTS_FILE
-
-    # the engine's parts (pulumi/engine.py), and what the host layer fetches next to them (hostlayer.py)
-    names = {*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE}
-    return ownership.Kind("stack-state", "a stack state folder", frozenset(names), _earlier_stack_state)
-
-
-#: The marker kind of a stack state folder (:mod:`gpucluster.ownership`).
-STACK_STATE = _stack_state_kind()
+#: The marker kind of a stack state folder (:mod:`gpucluster.ownership`): what the engine keeps there
+#: (``pulumi/engine.py``) and what the host layer fetches next to it (``hostlayer.py``).
+STACK_STATE = ownership.Kind(
+    "stack-state", "a stack state folder",
+    frozenset({*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE}),
+    _earlier_stack_state)
 
 
 @contextmanager

@@ -5,9 +5,9 @@ ends, however it ends) and writes the holder into it: pid, command line, start t
 process gets :class:`~gpucluster.errors.StateLocked` naming that holder instead of racing on the
 same state.
 
-A process that holds a folder's lock may take it again (a command that holds the local world for its
+The thread that holds a folder's lock may take it again (a command that holds the local world for its
 whole run calls ``World.up`` inside): the inner ``hold`` passes through and the lock is released when
-the outermost one ends.
+the outermost one ends. Another thread of the same process is refused like another process.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,8 +25,8 @@ from pathlib import Path
 from gpucluster.errors import StateLocked
 
 LOCK_FILE = ".lock"
-#: Folders this process holds the lock of (resolved path -> nesting depth).
-_HELD: dict[Path, int] = {}
+#: Folders this process holds the lock of: resolved path -> [holding thread, nesting depth].
+_HELD: dict[Path, list[int]] = {}
 
 
 def holder(folder: Path) -> dict[str, object]:
@@ -57,13 +58,16 @@ def hold(folder: Path, what: str) -> Iterator[None]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     key = folder.resolve()
-    if key in _HELD:
-        _HELD[key] += 1
+    if key in _HELD and _HELD[key][0] == threading.get_ident():
+        _HELD[key][1] += 1
         try:
             yield
         finally:
-            _HELD[key] -= 1
+            _HELD[key][1] -= 1
         return
+    if key in _HELD:
+        raise StateLocked(f"{describe(holder(folder))} is working on {what} ({folder}) in another thread of this "
+                          "process; wait for it to finish")
     path = folder / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     with os.fdopen(fd, "r+") as fh:
@@ -78,7 +82,7 @@ def hold(folder: Path, what: str) -> Iterator[None]:
         fh.truncate()
         fh.write(json.dumps({"pid": os.getpid(), "command": argv[:200], "started": time.time()}) + "\n")
         fh.flush()
-        _HELD[key] = 1
+        _HELD[key] = [threading.get_ident(), 1]
         try:
             yield
         finally:

@@ -91,6 +91,29 @@ def test_the_lock_is_reentrant_and_held_until_the_outermost_hold_ends(tmp_path: 
     assert other_process().returncode == 0
 
 
+def test_another_thread_of_the_same_process_is_refused(tmp_path: Path) -> None:
+    import threading
+
+    from gpucluster.errors import StateLocked
+
+    outcome: list[BaseException | None] = []
+
+    def take() -> None:
+        try:
+            with lockfile.hold(tmp_path, "the test folder"):
+                outcome.append(None)
+        except StateLocked as err:
+            outcome.append(err)
+
+    with lockfile.hold(tmp_path, "the test folder"):
+        thread = threading.Thread(target=take)
+        thread.start()
+        thread.join(timeout=30)
+    assert isinstance(outcome[0], StateLocked) and "in another thread of this process" in str(outcome[0])
+    take()  # released: the same thread takes it now
+    assert outcome[1] is None
+
+
 @pytest.mark.parametrize("command", ["up", "down"])
 def test_up_and_down_hold_the_local_world_for_their_whole_run(tmp_path: Path, local_inventory, monkeypatch,
                                                              command: str) -> None:

@@ -51,6 +51,7 @@ def _earlier_world(root: Path) -> bool:
 #: The marker kind of a world's state folder (what it may hold besides OWNED: its lock, the stacks' state).
 FOLDER = ownership.Kind("local-world", "a local world's state folder",
                         frozenset({*OWNED, "pulumi", f"{STATE_FILE}.tmp"}), _earlier_world)
+
 #: Binary (toolchain name) of each component.
 BINARIES = {name: name for name in components.ORDER}
 
