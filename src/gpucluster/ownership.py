@@ -94,7 +94,7 @@ def _ours(root: Path, kind: Kind) -> bool:
     if found is not None:
         raise NotOurs(f"{root} is gpucluster's {found!r} folder ({root / MARKER}), not {kind.what}; "
                       "point the command at another folder")
-    entries = sorted(os.listdir(root))
+    entries = sorted(set(os.listdir(root)) - {f"{MARKER}.tmp"})  # a marker half-written by a crashed claim
     if not entries:
         return False
     if _earlier(root, kind, set(entries)):
