@@ -5,12 +5,13 @@ time and executable). Anything gpucluster starts in the background — the local
 add-ons — is recorded the same way, and is only ever treated as ours while the process with that pid
 is the one we started (:meth:`Component.ours`): pids get reused.
 
-Upstream facts (Linux ``Documentation/filesystems/proc.rst``, table 1-4 and section 1.8):
-``/proc/<pid>/stat`` field 22 ``start_time`` is when the process started, in clock ticks after boot
-(``sysconf(_SC_CLK_TCK)``); the second field, the command name, is in parentheses and may itself hold
-spaces or parentheses, so fields are counted after the last ``)``. ``/proc/stat``'s ``btime`` is the
-boot time in seconds since the epoch. ``/proc/<pid>/exe`` links to the executable, with `` (deleted)``
-appended once that file was removed or replaced.
+Upstream facts (Linux ``Documentation/filesystems/proc.rst``, table 1-4 "Contents of the stat files",
+and "Miscellaneous kernel statistics in /proc/stat"): ``/proc/<pid>/stat`` field 22 ``start_time`` is
+when the process started, in clock ticks after boot (``sysconf(_SC_CLK_TCK)``); the second field, the
+command name, is in parentheses and may itself hold spaces or parentheses, so fields are counted after
+the last ``)``. ``/proc/stat``'s ``btime`` is the boot time in seconds since the epoch.
+``/proc/<pid>/exe`` links to the executable; once that file is removed or replaced the link reads
+``<path> (deleted)`` (seen on the build machine's kernel).
 """
 
 from __future__ import annotations
