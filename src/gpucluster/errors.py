@@ -126,6 +126,10 @@ class StateLocked(GpuclusterError):
     """Another gpucluster process holds the state this command needs (the message says who)."""
 
 
+class NotOurs(InputError):
+    """A folder or file the user pointed at is not one gpucluster made, so nothing is written or removed there."""
+
+
 class LocalWorldError(GpuclusterError):
     """Something about the local control plane the user can act on."""
 

@@ -6,20 +6,26 @@ platform stack → the tenants stack → wait until the cluster has acted on the
 against the spec (the checks of ``gpucluster verify``) → a summary. ``down``
 destroys in reverse order. Each phase is timed; a failure names the phase (and, from the engine, the
 resource), keeps the stack state, and the next run continues from there.
+
+Both hold what they work on for the whole run: the stack state folder (made ours first, see
+:data:`STACK_STATE`) and its lock, and on the local world the world itself
+(:meth:`gpucluster.local.world.World.hold`), so a `local down` meanwhile is refused, naming the run.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpucluster import inventory as inventories
-from gpucluster import lockfile
+from gpucluster import lockfile, ownership
 from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
+from gpucluster.hostlayer import EVENTS_FILE
 
 
 @dataclass
@@ -81,6 +87,47 @@ class Runner:
 STACK_STATE_PARTS = ("backend", "work")
 
 
+def _earlier_stack_state(root: Path) -> bool:
+    """A stack state folder of an earlier version: our lock file, or a file backend of gpucluster's projects only.
+
+    Pulumi's file backend keeps stacks as ``.pulumi/stacks/<project>/<stack>.json`` (pulumi/pulumi
+    ``pkg/backend/diy/store.go``); the engine names its projects ``gpucluster-<stack>``.
+    """
+    if lockfile.written_by_us(root):
+        return True
+    stacks = root / "backend" / ".pulumi" / "stacks"
+    projects = os.listdir(stacks) if stacks.is_dir() else []
+    return bool(projects) and all(p.startswith("gpucluster-") for p in projects)
+
+
+#: The marker kind of a stack state folder (:mod:`gpucluster.ownership`): what the engine keeps there
+#: (``pulumi/engine.py``) and what the host layer fetches next to it (``hostlayer.py``).
+STACK_STATE = ownership.Kind(
+    "stack-state", "a stack state folder",
+    frozenset({*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE}),
+    _earlier_stack_state)
+
+
+@contextmanager
+def _held(spec: Any, state: Path, world_dir: Path | None, kubeconfig: Path | None) -> Iterator[None]:
+    """For a whole ``up``/``down``: the stack state made ours and locked, and the local world held when used."""
+    with ExitStack() as stack:
+        world, folders = None, [(state, STACK_STATE)]
+        if inventories.is_local(spec) and kubeconfig is None:
+            from gpucluster.local.world import FOLDER, World
+
+            world = World(world_dir)
+            folders.insert(0, (world.dir, FOLDER))  # before its pulumi/ folder (the stack state) appears in it
+        for folder, kind in folders:  # every one checked before any is created
+            ownership.owned(folder, kind)
+        for folder, kind in folders:
+            ownership.claim(folder, kind)
+        stack.enter_context(lockfile.hold(state, f"the stacks of {spec.metadata.name}"))
+        if world is not None:
+            stack.enter_context(world.hold())
+        yield
+
+
 def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, start: bool,
                       say: Callable[[str], None], reset: bool = False) -> Any:
     """The local-world phase: control plane up (or already up), CRDs, simulated GPU nodes.
@@ -100,10 +147,7 @@ def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, sta
         # A fresh control plane has an empty etcd: stack state from an earlier world describes
         # objects that no longer exist, so it goes (otherwise `up` would report them unchanged).
         # The state folder itself (and its lock, which this run holds) stays.
-        import shutil
-
-        for part in STACK_STATE_PARTS:
-            shutil.rmtree(world.dir / "pulumi" / part, ignore_errors=True)
+        ownership.remove(world.dir / "pulumi", STACK_STATE, STACK_STATE_PARTS)
     else:
         say(f"control plane recovered in {result.seconds:.1f} s (restarted {', '.join(result.restarted) or 'nothing'}; "
             "its data is kept)")
@@ -169,7 +213,7 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
+    with _held(spec, state, world_dir, kubeconfig):
         _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
             kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial,
             hosts=hosts, chart_repositories=chart_repositories)
@@ -201,10 +245,7 @@ def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, 
             if result.new_cluster:
                 # kubeadm init made a new cluster (a new CA) where an earlier one was: the stack state
                 # describes objects of the old one, so it goes (else `up` would report them unchanged).
-                import shutil
-
-                for part in STACK_STATE_PARTS:
-                    shutil.rmtree(state / part, ignore_errors=True)
+                ownership.remove(state, STACK_STATE, STACK_STATE_PARTS)
                 say("a new cluster (its CA differs from the one an earlier run fetched): the stack state of "
                     "the earlier cluster was discarded")
     if kubeconfig is None and fetched.exists():
@@ -373,15 +414,13 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
+    with _held(spec, state, world_dir, kubeconfig):
         return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world,
                      context=context)
 
 
 def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Path | None,
           kubeconfig: Path | None, keep_world: bool, context: str | None = None) -> Report:
-    import shutil
-
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import StackPlan
 
@@ -401,8 +440,7 @@ def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Pat
                 with run.phase("local world") as say:
                     stopped = world.down()
                     say(f"stopped {', '.join(stopped) or 'nothing'}; the cluster's data went with it")
-            for part in STACK_STATE_PARTS:
-                shutil.rmtree(state / part, ignore_errors=True)
+            ownership.remove(state, STACK_STATE, STACK_STATE_PARTS)
             report.notes.append("local world stopped with its data: every object of both stacks went with it "
                                 "(nothing to destroy one by one); stack state removed" if world is not None else
                                 "local world not running: nothing to destroy; stack state removed")

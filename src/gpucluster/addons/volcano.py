@@ -31,7 +31,7 @@ from gpucluster import procs
 from gpucluster.errors import LocalWorldError
 from gpucluster.local import addons
 from gpucluster.local.crds import apply_crds
-from gpucluster.local.world import World
+from gpucluster.local.world import OWNED, World
 from gpucluster.procs import Component
 from gpucluster.render import volcano as render_volcano
 from gpucluster.spec.model import ClusterSpec
@@ -183,7 +183,7 @@ def _wait_healthy(world: World, comp: Component, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
-        # not cmdline_matches: right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec)
+        # not ours(): right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec)
         if procs.gone(comp.pid):
             raise LocalWorldError(f"{comp.name} exited during start-up; see {comp.log}\n{procs.tail(comp.log)}")
         ok, last = procs.probe(comp.health_url, None)
@@ -197,8 +197,9 @@ def _wait_healthy(world: World, comp: Component, timeout: float) -> None:
 def stop(world: World) -> list[str]:
     """Stop the daemons recorded for ``world`` (only while their pids are still ours); returns names."""
     stopped = addons.stop(world.dir, NAME)
-    # the record lost or stale: processes still started for this state dir are found by cmdline
-    for pid in procs.find_leftovers(Path(world.dir), set(NAMES)):
+    # the record lost or stale: processes of Volcano's binaries still naming this world are found in /proc
+    built = [p for p in (locate(name) for name in NAMES) if p is not None]
+    for pid in procs.find_leftovers(Path(world.dir), built, under=OWNED):
         procs.stop(pid)
         stopped.append(f"pid {pid}")
     return stopped

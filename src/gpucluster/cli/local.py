@@ -49,6 +49,11 @@ def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | Non
     ports = {"kube-apiserver": apiserver_port} if apiserver_port else {}
     spec = inventories.load(inventory)
     world = World(state_dir, ports=ports, timeout=timeout, say=_say)
+    with world.hold():  # the whole command: a `local down` meanwhile is refused, naming this one
+        _up(world, spec, inventory, no_crds=no_crds, all_crds=all_crds, reset=reset)
+
+
+def _up(world: World, spec: Any, inventory: Path | None, *, no_crds: bool, all_crds: bool, reset: bool) -> None:
     result = world.up(extra_tools=() if no_crds else ("kubectl", "crds"), reset=reset)
     if result.already_running:
         click.echo(f"already running and healthy (state: {world.dir}); nothing changed")
@@ -72,7 +77,10 @@ def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | Non
 @options.local_state_dir
 @click.option("--force", is_flag=True, help="Proceed even when state.json is corrupt.")
 def down(state_dir: Path | None, force: bool) -> None:
-    """Stop every process `up` started (by pid) and remove the state."""
+    """Stop every process `up` started (by pid) and remove the files it made.
+
+    Refused while another command holds the world (a running `gpucluster up`), naming it.
+    """
     world = World(state_dir, say=_say)
     stopped = world.down(force=force)
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
@@ -258,8 +266,9 @@ def monitoring_up(state_dir: Path | None, inventory: Path | None, scrape_interva
     if not world.healthy():
         raise Failed(f"the local world is not running (state: {world.dir}); run `gpucluster local up` first")
     spec = inventories.load(inventory)
-    monitoring.start(world, spec, inventories.resolve(inventory), scrape_interval=scrape_interval,
-                     evaluation_interval=evaluation_interval, say=_say)
+    with world.hold():
+        monitoring.start(world, spec, inventories.resolve(inventory), scrape_interval=scrape_interval,
+                         evaluation_interval=evaluation_interval, say=_say)
     click.echo(f"Prometheus: {monitoring.url(world)}")
 
 

@@ -5,22 +5,27 @@ An add-on (the GPU simulator, Volcano, ...; see :mod:`gpucluster.addons`) keeps 
 :class:`gpucluster.procs.Component` each). The control plane only ever deals with these records:
 ``gpucluster local down`` stops every recorded process by pid before the control plane, and
 ``gpucluster local status`` lists them, whatever add-ons exist.
+
+``<state>/addons/`` carries its own marker (:mod:`gpucluster.ownership`, kind ``local-addons``); one an
+earlier version made is known by lying in a marked world folder. The world removes it with its other
+files (``gpucluster.local.world.OWNED``), only from a marked world folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpucluster import procs
+from gpucluster import ownership, procs
 from gpucluster.errors import LocalWorldError
 from gpucluster.procs import Component
 
 FOLDER = "addons"
 RECORD = "components.json"
+#: The marker kind of ``<state>/addons/`` (an earlier version's lies in a local world's marked folder).
+KIND = ownership.Kind("local-addons", "the local world's add-on folder", inside="local-world")
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,9 @@ class AddonProcess:
 
 
 def folder(state_dir: Path, name: str) -> Path:
-    """``<state>/addons/<name>/`` (created)."""
-    path = Path(state_dir) / FOLDER / name
-    path.mkdir(parents=True, exist_ok=True)
+    """``<state>/addons/<name>/`` (created; ``<state>/addons/`` made ours first)."""
+    path = ownership.claim(Path(state_dir) / FOLDER, KIND) / name
+    path.mkdir(exist_ok=True)
     return path
 
 
@@ -68,7 +73,8 @@ def names(state_dir: Path) -> list[str]:
 
 
 def alive(state_dir: Path, comp: Component) -> bool:
-    return comp.cmdline_matches(Path(state_dir)) and not comp.is_zombie()
+    """Whether ``comp`` still runs and is the process we started (see :meth:`Component.ours`)."""
+    return comp.ours()
 
 
 def status(state_dir: Path) -> list[AddonProcess]:
@@ -97,9 +103,8 @@ def stop(state_dir: Path, name: str) -> list[str]:
 
 
 def stop_all(state_dir: Path) -> list[str]:
-    """Stop every add-on's processes and remove the add-ons' folders."""
+    """Stop every add-on's processes (the world removes their folder with its own files)."""
     stopped = []
     for name in names(state_dir):
         stopped += stop(state_dir, name)
-    shutil.rmtree(Path(state_dir) / FOLDER, ignore_errors=True)
     return stopped

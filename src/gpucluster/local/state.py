@@ -53,10 +53,8 @@ class State:
         return self.logs / f"{component}.log"
 
     def alive(self) -> dict[str, bool]:
-        """Component name → whether its recorded process is still ours and running."""
-        return {
-            name: c.cmdline_matches(self.dir) and not c.is_zombie() for name, c in self.components.items()
-        }
+        """Component name → whether its recorded process is still ours and running (:meth:`Component.ours`)."""
+        return {name: c.ours() for name, c in self.components.items()}
 
     def save(self) -> None:
         """Write state.json atomically (a crash never leaves half a file)."""

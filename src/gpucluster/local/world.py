@@ -4,21 +4,29 @@
 kwok on 127.0.0.1 with fresh certificates, waits until each is healthy and writes an admin
 kubeconfig. A previous run that crashed (dead or reused pids) is cleaned up first; one that is
 running and healthy is left alone. ``down()`` stops every process it started, by pid.
+
+The state folder is ours only with its marker (:mod:`gpucluster.ownership`, kind ``local-world``): ``up``
+marks a missing or empty folder and refuses one holding anything else; ``down`` and a fresh ``up``
+remove only :data:`OWNED`, and only from a marked folder. A folder an earlier gpucluster made is known
+by holding nothing but those names (plus ``.lock`` and ``pulumi``) and our lock file (in it or in
+``pulumi/``) or a ``state.json`` of our format, and is marked then. :meth:`World.hold` keeps the world
+for a whole command (``gpucluster up``/``down``, ``local up``/``down``, ``local monitoring up``), so
+another command that would change it stops at once, naming the holder.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpucluster import lockfile, procs
+from gpucluster import lockfile, ownership, procs
 from gpucluster.errors import GpuclusterError, LocalWorldError
 from gpucluster.local import addons, components, pki
-from gpucluster.local.state import State, default_state_dir
+from gpucluster.local.state import FORMAT, STATE_FILE, State, default_state_dir
 from gpucluster.procs import Component
 from gpucluster.toolchain import locate, path_of
 from gpucluster.toolchain.versions import KUBERNETES
@@ -27,6 +35,23 @@ from gpucluster.toolchain.versions import KUBERNETES
 #: keep theirs under ``addons/``, see :mod:`gpucluster.local.addons`).
 OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml",
          addons.FOLDER)
+
+
+def _earlier_world(root: Path) -> bool:
+    """An earlier version's world: our lock file in it or in its stacks' folder, or a state.json of our format."""
+    if lockfile.written_by_us(root) or lockfile.written_by_us(root / "pulumi"):
+        return True
+    try:
+        data = json.loads((root / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+#: The marker kind of a world's state folder (what it may hold besides OWNED: its lock, the stacks' state).
+FOLDER = ownership.Kind("local-world", "a local world's state folder",
+                        frozenset({*OWNED, "pulumi", f"{STATE_FILE}.tmp"}), _earlier_world)
+
 #: Binary (toolchain name) of each component.
 BINARIES = {name: name for name in components.ORDER}
 
@@ -34,6 +59,12 @@ BINARIES = {name: name for name in components.ORDER}
 def missing_tools(extra: tuple[str, ...] = ("kubectl", "crds")) -> list[str]:
     """Toolchain entries a local world needs (its components plus ``extra``) that are not built."""
     return [name for name in (*BINARIES.values(), *extra) if locate(name) is None]
+
+
+def executables() -> list[Path]:
+    """The built binaries of the world's components (what a leftover process of ours runs)."""
+    return [p for p in (locate(name) for name in BINARIES.values()) if p is not None]
+
 
 Say = Callable[[str], None]
 
@@ -151,12 +182,18 @@ class World:
         ``extra_tools`` are toolchain entries the caller needs next (kubectl, crds): their absence
         is reported together with missing component binaries, before anything starts.
         """
-        with self._lock():
+        with self.hold():
             return self._up(extra_tools, reset)
 
     @contextmanager
-    def _lock(self) -> Iterator[None]:
-        """Hold ``<state>/.lock`` so two `up`/`down` runs never race on one state directory."""
+    def hold(self) -> Iterator[None]:
+        """Keep this world for the duration: its folder made ours, then ``<state>/.lock`` held.
+
+        Another command that would change the world (``up``, ``down``, ``--reset``, add-ons) stops at
+        once with :class:`~gpucluster.errors.StateLocked` naming this one (pid, command line, since when)
+        instead of pulling the world from under it. Re-entrant within one process.
+        """
+        ownership.claim(self.dir, FOLDER)
         with lockfile.hold(self.dir, "the local world"):
             yield
 
@@ -183,7 +220,7 @@ class World:
             self._start(state, layout, binaries, ports)
         except BaseException:
             self._stop_all(state)
-            (self.dir / "state.json").unlink(missing_ok=True)
+            ownership.remove(self.dir, FOLDER, [STATE_FILE])
             raise
         return UpResult(state, already_running=False, seconds=time.monotonic() - start, recovered=recovered)
 
@@ -286,11 +323,12 @@ class World:
         """Stop every process of this world by pid and remove its files; returns what was stopped.
 
         ``force`` also proceeds when state.json is corrupt (processes are then found by their
-        command lines, which name this state directory).
+        executables and command lines, which name this state directory). A folder that holds files but
+        is not a world's raises :class:`~gpucluster.errors.NotOurs`; a missing or empty one: nothing to do.
         """
-        if not self.dir.is_dir():
+        if not ownership.owned(self.dir, FOLDER):
             return []
-        with self._lock():
+        with self.hold():
             try:
                 state = self.state()
             except LocalWorldError:
@@ -303,22 +341,17 @@ class World:
         """Stop what ``state`` lists (if still ours) and any leftovers; remove owned files."""
         stopped = addons.stop_all(self.dir)
         stopped += self._stop_all(state) if state else []
-        for pid in procs.find_leftovers(self.dir, set(BINARIES.values())):
+        for pid in procs.find_leftovers(self.dir, executables(), under=OWNED):
             procs.stop(pid)
             stopped.append(f"pid {pid}")
-        for name in OWNED:
-            path = self.dir / name
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+        ownership.remove(self.dir, FOLDER, OWNED)
         return stopped
 
     def _stop_all(self, state: State) -> list[str]:
         stopped = []
         for name in reversed(components.ORDER):
             comp = state.components.get(name)
-            if comp and not comp.cmdline_matches(self.dir):
+            if comp and not comp.ours():
                 procs.reap(comp.pid)  # a crashed child of this very process stays a zombie otherwise
             elif comp:
                 if not procs.stop(comp.pid):
