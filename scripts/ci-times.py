@@ -4,6 +4,7 @@
     .venv/bin/python scripts/ci-times.py record [reports/ci-times.json]   # add a whole-suite run, then the README
     .venv/bin/python scripts/ci-times.py cold                            # add this machine's toolchain build times
     .venv/bin/python scripts/ci-times.py readme                          # regenerate the README's table only
+    .venv/bin/python scripts/ci-times.py merge PART.json... # join the parts of one run (scripts/test.sh)
 
 Every run of the suite writes ``reports/ci-times.json`` (tests/ci_timing.py). ``record`` accepts only a
 passing run of the whole suite, keeps the last runs in ``tests/ci_times.json`` and regenerates the
@@ -144,10 +145,50 @@ def record_cold(note: str) -> None:
     print(f"recorded the build times of {len(tools)} tools")
 
 
+def merge(parts: list[dict]) -> dict:
+    """One run's figures from the parts scripts/test.sh ran side by side (reports/ci-times.<part>.json)."""
+    tiers: dict[str, dict] = {}
+    for part in parts:
+        for tier, row in part["tiers"].items():
+            into = tiers.setdefault(tier, {"wall_s": 0.0, "summed_s": 0.0, "tests": 0, "failed": 0})
+            for key in into:
+                into[key] = round(into[key] + row[key], 1) if isinstance(into[key], float) else into[key] + row[key]
+    started, ended = min(p["started_at"] for p in parts), max(p["ended_at"] for p in parts)
+    longest = max(parts, key=lambda p: p["pytest_wall_s"])
+    slowest = sorted((row for p in parts for row in p["slowest"]), key=lambda r: r["seconds"], reverse=True)
+    return {
+        **{k: parts[0][k] for k in ("date", "commit", "setup_s")},
+        "whole_suite": len(parts) == 2 and all(p["whole_suite"] for p in parts),
+        "exit_status": next((p["exit_status"] for p in parts if p["exit_status"]), 0),
+        "pytest_wall_s": round(ended - started, 1),
+        "started_at": started,
+        "ended_at": ended,
+        "cpu_busy_pct": longest.get("cpu_busy_pct"),
+        "parts": {p.get("part", str(i)): p["pytest_wall_s"] for i, p in enumerate(parts)},
+        "tiers": {t: tiers[t] for t in sorted(tiers, key=_tier_order)},
+        "slowest": slowest[:10],
+    }
+
+
+def _tier_order(tier: str) -> int:
+    order = ("unit", "upstream", "promtool", "integration", "molecule")
+    return order.index(tier) if tier in order else len(order)
+
+
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in ("record", "cold", "readme"):
+    if not argv or argv[0] not in ("record", "cold", "readme", "merge"):
         sys.exit(__doc__)
-    if argv[0] == "record":
+    if argv[0] == "merge":
+        parts = [json.loads(Path(a).read_text()) for a in argv[1:] if Path(a).is_file()]
+        if not parts:
+            sys.exit("error: no part of the run left its figures (reports/ci-times.<part>.json)")
+        doc = merge(parts)
+        (REPO / "reports" / "ci-times.json").write_text(json.dumps(doc, indent=2) + "\n")
+        sys.path.insert(0, str(REPO / "tests"))
+        from ci_timing import render_table
+
+        print("\n".join(["", "== time per tier, both parts (reports/ci-times.json) ==", *render_table(doc)]))
+    elif argv[0] == "record":
         record_run(Path(argv[1]) if len(argv) > 1 else REPO / "reports" / "ci-times.json")
     elif argv[0] == "cold":
         record_cold(" ".join(argv[1:]) or "empty Go build cache and tool cache")

@@ -45,11 +45,22 @@ def union_seconds(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine since boot, from /proc/stat ((0, 0) where unreadable)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 @dataclass
 class Timings:
     """What the session has seen so far."""
 
     started: float = field(default_factory=time.time)
+    cpu_start: tuple[int, int] = field(default_factory=cpu_ticks)
     intervals: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     per_test: dict[str, float] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
@@ -111,23 +122,43 @@ def summary(timings: Timings, whole_suite: bool, exit_status: int) -> dict:
         }
     slowest = sorted(timings.per_test.items(), key=lambda kv: kv[1], reverse=True)[:SLOWEST]
     setup = os.environ.get("GPUCLUSTER_SETUP_SECONDS", "")
-    pytest_wall = time.time() - timings.started
+    ended = time.time()
+    busy, total = cpu_ticks()
+    spent = total - timings.cpu_start[1]
     return {
         "date": time.strftime("%Y-%m-%d"),
         "commit": _commit(),
         "whole_suite": whole_suite,
         "exit_status": exit_status,
         "setup_s": round(float(setup), 1) if setup.replace(".", "", 1).isdigit() else None,
-        "pytest_wall_s": round(pytest_wall, 1),
+        "pytest_wall_s": round(ended - timings.started, 1),
+        "part": _part(),
+        "started_at": round(timings.started, 1),
+        "ended_at": round(ended, 1),
+        # The machine's CPU use during the run (every process, not only the tests'): how much room is left.
+        "cpu_busy_pct": round(100.0 * (busy - timings.cpu_start[0]) / spent, 1) if spent > 0 else None,
         "tiers": tiers,
         "slowest": [{"test": t, "seconds": round(s, 1)} for t, s in slowest],
     }
 
 
+#: scripts/test.sh runs the whole suite as two pytest processes side by side, split by this marker
+#: expression; each writes reports/ci-times.<part>.json and ``scripts/ci-times.py merge`` joins them.
+PARTS = {"molecule": "molecule", "rest": "not molecule"}
+
+
+def _part() -> str:
+    part = os.environ.get("GPUCLUSTER_TIMING_PART", "")
+    return part if part in PARTS else ""
+
+
 def _whole_suite(config: pytest.Config) -> bool:
-    """True when nothing narrowed the run (no paths, ``-k``, ``-m``, ``--lf``, ``--deselect``)."""
+    """True when nothing narrowed the run (no paths, ``-k``, ``-m``, ``--lf``, ``--deselect``) but the
+    split of :data:`PARTS`."""
     opt = config.option
-    narrowed = (getattr(opt, "keyword", "") or getattr(opt, "markexpr", "") or getattr(opt, "lf", False)
+    markexpr = getattr(opt, "markexpr", "")
+    split = bool(_part()) and markexpr == PARTS[_part()]
+    narrowed = (getattr(opt, "keyword", "") or (markexpr and not split) or getattr(opt, "lf", False)
                 or getattr(opt, "deselect", None) or getattr(opt, "exitfirst", False))
     return not narrowed and not config.args_source == pytest.Config.ArgsSource.ARGS
 
@@ -138,8 +169,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     doc = summary(config.stash[_TIMINGS], _whole_suite(config), int(exitstatus))
     config.stash[_SUMMARY] = doc
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(json.dumps(doc, indent=2) + "\n")
+    report = REPORT.with_name(f"ci-times.{_part()}.json") if _part() else REPORT
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 _SUMMARY = pytest.StashKey[dict]()
@@ -151,7 +183,8 @@ def render_table(doc: dict) -> list[str]:
     for tier, row in doc["tiers"].items():
         lines.append(f"{tier:<12} {row['wall_s']:>8.1f} {row['summed_s']:>9.1f} {row['tests']:>6} {row['failed']:>6}")
     setup = doc.get("setup_s")
-    lines.append(f"{'pytest':<12} {doc['pytest_wall_s']:>8.1f}")
+    cpu = doc.get("cpu_busy_pct")
+    lines.append(f"{'pytest':<12} {doc['pytest_wall_s']:>8.1f}" + (f"   (machine CPU busy {cpu:.0f}%)" if cpu else ""))
     if setup is not None:
         lines.append(f"{'setup':<12} {setup:>8.1f}")
         lines.append(f"{'total':<12} {setup + doc['pytest_wall_s']:>8.1f}")
