@@ -9,44 +9,11 @@ what it publishes from upstream facts and code, so the two sides of a check neve
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from gpucluster import labels as L
 from gpucluster.catalog import GpuModel
-
-#: Sharing modes in which several workloads share one GPU (the device plugin's replicas).
-SHARED_MODES = ("time-slicing", "mps")
-#: The DRA driver's name: ResourceSlices, DeviceClass selectors and attribute domains use it.
-DRA_DRIVER = "gpu.nvidia.com"
-#: DeviceClasses the DRA driver's chart creates itself when it serves GPUs (dra-driver 0.4.1,
-#: tests/upstream/facts/dra-driver.yaml chart-deviceclasses-gpus); ``gpu.nvidia.com`` also names
-#: ``nvidia.com/gpu`` as its extended resource (deviceclass-gpu-extended-resource-name).
-DRA_CHART_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
-#: The ``brand`` attribute of NVIDIA datacenter GPUs (go-nvlib's string for NVML BRAND_NVIDIA; fact
-#: brand-value-nvidia).
-DRA_BRAND = "Nvidia"
-#: Our DeviceClass that serves plain ``nvidia.com/gpu`` requests from the whole GPUs of the pools that opt
-#: in (``nodePools[].extendedResource``). The scheduler maps an extended resource to the NEWEST DeviceClass
-#: naming it, ties broken by the lower name (k8s.io/dynamic-resource-allocation v0.37.2
-#: deviceclass/extendedresourcecache, fact extended-resource-class-newest-wins): the name sorts before the
-#: chart's ``gpu.nvidia.com`` and the class is created after the chart, so it takes that mapping over.
-DRA_EXTENDED_CLASS = "dra-nvidia-gpu"
-#: The extended resource it serves.
-DRA_EXTENDED_RESOURCE = "nvidia.com/gpu"
-#: Architectures whose GPUs switch MIG mode without a GPU reset: with DynamicMIG the driver publishes the
-#: whole GPU next to its partitions (dra-driver-nvidia-gpu v0.4.1 nvlib.go:1461 supportsMIGModeToggle:
-#: Hopper and newer; fact dynamic-mig-publishes).
-MIG_TOGGLE_ARCHITECTURES = ("Hopper", "Blackwell")
-
-
-def mig_resource(profile: str) -> str:
-    """The device plugin's resource for a MIG profile under the mixed strategy.
-
-    A ``+`` in a profile (``1g.10gb+me``) is not allowed in a resource name; the plugin writes it as
-    ``.`` (``nvidia.com/mig-1g.10gb.me``; tests/upstream/facts/device-plugin.yaml resource-mig-mixed).
-    """
-    return "nvidia.com/mig-" + profile.replace("+", ".")
+from gpucluster.upstream import counter_set_name, mig_name_part, mig_resource, shares_gpus
 
 
 @dataclass(frozen=True)
@@ -71,16 +38,6 @@ class Device:
     dynamic: bool = False
 
 
-#: A static-MIG device name of the DRA driver: gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>
-#: (dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/mig.go:113, fact mig-device-name-regex).
-MIG_DEVICE_NAME = re.compile(r"^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$")
-
-
-def mig_name_part(profile: str) -> str:
-    """The profile as it appears in a MIG device name: dots dropped, then RFC 1123 (1g.10gb+me -> 1g10gb-me)."""
-    return re.sub(r"[^a-z0-9.-]", "-", profile.replace(".", "").lower())
-
-
 def advertised_resources(
     model: GpuModel,
     count: int,
@@ -97,7 +54,7 @@ def advertised_resources(
         if mig_strategy == "single":
             return {"nvidia.com/gpu": count * sum(layout.values())}
         return {mig_resource(p): count * c for p, c in sorted(layout.items()) if c}
-    if mode in SHARED_MODES and replicas > 1:
+    if shares_gpus(mode, replicas):
         name = "nvidia.com/gpu.shared" if rename_by_default else "nvidia.com/gpu"
         return {name: count * replicas}
     return {"nvidia.com/gpu": count}
@@ -114,7 +71,7 @@ def gfd_labels(
     mig_strategy: str = "mixed",
 ) -> dict[str, str]:
     """The labels GPU Feature Discovery puts on a node."""
-    shared = mode in SHARED_MODES and replicas > 1
+    shared = shares_gpus(mode, replicas)
     product = model.product_label
     memory = model.memory_mib
     labels = {
@@ -149,11 +106,6 @@ def gfd_labels(
     labels[L.GPU_PRODUCT] = product
     labels[L.GPU_MEMORY] = str(memory)
     return labels
-
-
-def counter_set_name(gpu: int) -> str:
-    """The shared counter set of one GPU under DynamicMIG (fact dynamic-mig-counter-set-name)."""
-    return f"gpu-{gpu}-counter-set"
 
 
 def dynamic_full_gpu_bytes(model: GpuModel) -> int:

@@ -7,7 +7,6 @@ graph, with nothing else touched.
 
 from __future__ import annotations
 
-import sys
 import types
 from pathlib import Path
 
@@ -15,15 +14,17 @@ import pulumi
 import pytest
 
 from gpucluster import bundle, components
+from gpucluster import render as render_core
 from gpucluster.pulumi import programs
 from gpucluster.pulumi.plan import plan
 from gpucluster.render import render
 from gpucluster.render.common import obj
+from gpucluster.render.releases import CHART_MODULES
 from gpucluster.spec.model import ChartRef
 
 REPO = Path(__file__).resolve().parents[2]
 
-ROW = components.Component("fabric-manager", components.PLATFORM, "FabricManager", "fabric_manager",
+ROW = components.Component("fabric-manager", components.PLATFORM, "FabricManager",
                            components.Chart("fabric-manager", "1.0.0", "https://example.invalid/charts"))
 
 
@@ -42,13 +43,21 @@ def _module() -> types.ModuleType:
     mod.namespace = lambda spec: "fabric-manager"
     mod.chart = chart
     mod.values = lambda spec: {"partitioning": True}
+    mod.after = lambda spec: []
+    mod.BEFORE_OTHER_RELEASES = False
+    mod.CHART_KINDS = ()
+    mod.AFTER_KINDS = {}
     return mod
 
 
 @pytest.fixture
 def with_fabric_manager(monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = _module()
     monkeypatch.setattr(components, "COMPONENTS", (*components.COMPONENTS, ROW))
-    monkeypatch.setitem(sys.modules, "gpucluster.render.fabric_manager", _module())
+    # the module's line in the render package's typed mappings (gpucluster.render.CHART_MODULES,
+    # which gpucluster.render.MODULES includes)
+    monkeypatch.setitem(CHART_MODULES, "fabric-manager", mod)
+    monkeypatch.setitem(render_core.MODULES, "fabric-manager", mod)
 
 
 def test_one_row_and_one_module_render_bundle_and_lock_a_component(with_fabric_manager, lab_spec,
@@ -94,15 +103,12 @@ def test_one_row_and_one_module_register_a_pulumi_component(with_fabric_manager,
     assert any(u.endswith("kubernetes:helm.sh/v3:Release::release/fabric-manager") for u in urns)
 
 
-def test_every_row_has_its_render_module_and_chart_functions() -> None:
-    from gpucluster.render.releases import module
-
-    for row in components.COMPONENTS:
-        mod = module(row)
-        assert callable(mod.objects), row.name
-        if row.chart:
-            for fn in ("enabled", "namespace", "chart", "values"):
-                assert callable(getattr(mod, fn, None)), f"{row.name}: render module lacks {fn}()"
+def test_every_row_has_one_render_module_and_only_rows_with_a_chart_a_release() -> None:
+    # mypy holds each listed module to its protocol; this holds the lists to the registry.
+    rows = [c.name for c in components.COMPONENTS]
+    assert sorted(render_core.MODULES) == sorted(rows)
+    assert sorted(CHART_MODULES) == sorted(c.name for c in components.with_charts())
+    assert all(render_core.MODULES[n] is m for n, m in CHART_MODULES.items())
 
 
 def test_component_names_are_unique_and_kebab_case() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster import devices, expected, quarantine
+from gpucluster import expected, quarantine, upstream
 from gpucluster.cost import dra as dra_cost
 from gpucluster.cost.report import compute
 from gpucluster.errors import InputError, SpecError
@@ -184,7 +184,7 @@ def test_the_extended_class_selects_only_the_opted_in_pools(spec, local):
     assert local.dra.enabled and not any(p.extended_resource for p in local.node_pools)
     assert dra_driver.extended_class(local)["spec"]["selectors"][0]["cel"]["expression"].endswith("&& false")
     # the class wins a same-second tie against the chart's (fact extended-resource-class-newest-wins)
-    assert devices.DRA_EXTENDED_CLASS < "gpu.nvidia.com"
+    assert upstream.DRA_EXTENDED_CLASS < "gpu.nvidia.com"
 
 
 def test_dynamic_mig_turns_the_driver_gate_on_and_keeps_the_mig_manager_off(spec, local):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpucluster import devices, expected
+from gpucluster import devices, expected, upstream
 
 
 def pool(spec, name):
@@ -63,7 +63,7 @@ def test_dra_devices_for_mig_pool(local):
     assert {d.name for d in devs} == {"gpu-0-mig-1g10gb", "gpu-1-mig-1g10gb"}  # + -<profile id>-<start>
     assert devs[0].profile == "1g.10gb" and devs[0].starts == (0, 1, 2, 3, 4, 5, 6) and devs[0].slices == 1
     assert devs[0].memory_bytes == 9856 * 2**20
-    assert devices.mig_name_part("1g.10gb+me") == "1g10gb-me"
+    assert upstream.mig_name_part("1g.10gb+me") == "1g10gb-me"
 
 
 def test_rdma_hosts_expect_the_nic_labels_and_every_resource_name(lab):

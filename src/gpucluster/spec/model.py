@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from gpucluster import components, versions
+from gpucluster import components, upstream, versions
 from gpucluster.spec.names import check_address, check_ansible_vars, check_count, check_ifname, check_subject
 from gpucluster.spec.quantity import check_cpu, check_duration, check_memory
 
@@ -255,6 +255,12 @@ class NodePool(Model):
     @property
     def uses_dra(self) -> bool:
         return bool(self.gpu) and self.dra
+
+    @property
+    def shares_gpus(self) -> bool:
+        """Whether the device plugin hands each GPU of this pool to several pods (time-slicing or MPS with
+        replicas > 1, :func:`gpucluster.upstream.shares_gpus`)."""
+        return self.uses_device_plugin and upstream.shares_gpus(self.sharing.mode.value, self.sharing.replicas)
 
     @property
     def effective_taints(self) -> list[Taint]:

@@ -13,12 +13,12 @@ from collections.abc import Iterable
 
 from gpucluster import catalog, versions
 from gpucluster.catalog import GpuModel
-from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, MIG_TOGGLE_ARCHITECTURES
 from gpucluster.errors import Problem
 from gpucluster.spec import capacity, dra_fit, features, networks
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClusterSpec, NodePool, SecondaryNetwork, SharingMode
 from gpucluster.spec.names import NETWORK_CONNECTIONS, connection_plugin
+from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, MIG_TOGGLE_ARCHITECTURES, SHARED_MODES
 
 #: Host OSes NVIDIA builds driver container images for, among those the spec accepts
 #: (NVIDIA/gpu-driver-container at the v26.3.0 release: ubuntu22.04, ubuntu24.04, rhel8/9/10, rocky9, ...;
@@ -133,7 +133,7 @@ def _hosts_and_pools(spec: ClusterSpec, c: _Collector) -> bool:
                     "partitions)")
         if sharing.mode is SharingMode.dynamic_mig:
             _dynamic_mig_pool(c, base, pool, model)
-        if sharing.mode in (SharingMode.time_slicing, SharingMode.mps):
+        if sharing.mode.value in SHARED_MODES:  # the modes that take replicas
             if sharing.replicas is None or sharing.replicas < 2:
                 c.error(f"{base}.sharing.replicas",
                         f"{sharing.mode.value} needs replicas >= 2 (got {sharing.replicas})",

@@ -12,11 +12,12 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from gpucluster import cel, expected
-from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device, counter_set_name
+from gpucluster.devices import Device
 from gpucluster.expected import HostState
 from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.upstream import DRA_DRIVER, MIG_DEVICE_NAME, counter_set_name
 from gpucluster.verify import dra_claims
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
