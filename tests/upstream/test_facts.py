@@ -11,9 +11,25 @@ from gpucluster import components, versions
 FILES = sorted(p.stem for p in FACTS.glob("*.yaml"))
 
 
+#: Fact files of what no registry row pins: the agents the charts deploy, Kubernetes, the host layer.
+AGENT_FILES = {"dcgm-exporter", "prometheus", "device-plugin", "host-config", "kubernetes"}
+
+
+def chart_fact_files() -> dict[str, str]:
+    """The fact file of each registry row, by row (a chart's file says ``row: <component>``)."""
+    out: dict[str, str] = {}
+    for name in FILES:
+        row = facts(name).get("row")
+        if row is not None:
+            assert row not in out, f"{name}.yaml and {out[row]}.yaml both claim row {row!r}"
+            out[row] = name
+    return out
+
+
 def test_there_is_a_fact_file_per_upstream_component() -> None:
-    assert {"gpu-operator", "dra-driver", "dcgm-exporter", "prometheus", "network-operator", "cni", "volcano",
-            "device-plugin", "host-config"} <= set(FILES)
+    assert AGENT_FILES <= set(FILES)
+    assert set(chart_fact_files()) == {c.name for c in components.with_charts()}, \
+        "every registry row with a chart needs a fact file naming it (row: <component>), and only those"
 
 
 @pytest.mark.parametrize("component", FILES)
@@ -34,11 +50,11 @@ def test_every_fact_is_cited_to_a_line_of_a_pinned_source(component: str) -> Non
     assert bad == [], f"{component}: facts without a value or a full citation: {bad}"
 
 
-@pytest.mark.parametrize(("component", "row"), [("gpu-operator", "gpu-operator"), ("dra-driver", "dra-driver"),
-                                                ("volcano", "volcano"), ("network-operator", "network-operator")])
-def test_chart_facts_were_read_at_the_version_we_pin(component: str, row: str) -> None:
+@pytest.mark.parametrize("row", [c.name for c in components.with_charts()])
+def test_chart_facts_were_read_at_the_version_we_pin(row: str) -> None:
     pin = components.get(row).chart
     assert pin is not None
+    component = chart_fact_files()[row]
     assert pin.version.lstrip("v") in str(facts(component)["pinned"]), (
         f"{component}.yaml was read for {facts(component)['pinned']!r} but we pin {pin.name} {pin.version}: "
         "re-read upstream at the new tag")

@@ -50,10 +50,11 @@ def test_dra_values_carry_override(local):
     assert v["nvidiaDriverRoot"] == "/run/nvidia/driver"
 
 
-def test_chart_is_the_one_upstream_publishes(local):
-    # dra-driver facts chart-name: renamed from nvidia-dra-driver-gpu in 0.4.0.
+def test_the_spec_can_point_the_release_at_another_chart(local):
+    # The spec's dra.chart defaults to the registry row's pin (test_render_core); a site's mirror wins.
+    local.dra.chart = local.dra.chart.model_copy(update={"repository": "/srv/charts", "version": "0.4.0"})
     (rel,) = [r for r in render(local).releases if r.name == "dra-driver"]
-    assert (rel.chart, rel.version) == ("dra-driver-nvidia-gpu", "0.4.1")
+    assert (rel.repository, rel.version) == ("/srv/charts", "0.4.0")
 
 
 def test_kubelet_plugin_tolerates_every_taint_of_the_dra_pools(local):
