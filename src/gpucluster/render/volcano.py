@@ -7,7 +7,7 @@ The actions are ``enqueue, allocate, backfill`` plus ``preempt``/``reclaim`` whe
 Chart value keys (volcano chart 1.15): ``custom.scheduler_config_override`` replaces the whole
 ``volcano-scheduler.conf`` of the scheduler ConfigMap, ``custom.scheduler_feature_gates`` becomes
 the scheduler's ``--feature-gates``. :func:`scheduler_conf` is also what the local world's
-``vc-scheduler`` reads (``gpucluster.local.volcano``), so the tests exercise this very text.
+``vc-scheduler`` reads (``gpucluster.addons.volcano``), so the tests exercise this very text.
 """
 
 from __future__ import annotations
