@@ -8,11 +8,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from testkit import find as at
+from testkit import problems
 
 from gpucluster import expected, quarantine, upstream
 from gpucluster.cost import dra as dra_cost
 from gpucluster.cost.report import compute
-from gpucluster.errors import InputError, SpecError
+from gpucluster.errors import InputError
 from gpucluster.render import dra_driver, nodes, tenants
 from gpucluster.spec import features, load_spec
 from gpucluster.spec.validate import used_features, validate
@@ -30,18 +32,6 @@ def dra_spec():
 @pytest.fixture
 def spec(dra_spec):
     return dra_spec.model_copy(deep=True)
-
-
-def problems(write_spec, data) -> list:
-    with pytest.raises(SpecError) as info:
-        load_spec(write_spec(data))
-    return info.value.problems
-
-
-def at(probs, path: str):
-    hits = [p for p in probs if p.path == path]
-    assert hits, f"no problem at {path}; got {[str(p) for p in probs]}"
-    return hits[0]
 
 
 @pytest.fixture

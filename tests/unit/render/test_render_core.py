@@ -7,16 +7,6 @@ import copy
 from gpucluster.render import render
 
 
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
-
-
 def test_every_object_has_identity(local, lab):
     for spec in (local, lab):
         for o in render(spec).objects():

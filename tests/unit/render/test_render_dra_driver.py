@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
+from testkit import by_kind
+
 from gpucluster.render import dra_driver as dra
 from gpucluster.render import render, tenants
-
-
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
 
 
 def test_device_classes_select_by_attributes(local):

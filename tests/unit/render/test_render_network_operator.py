@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import json
 
+from testkit import by_kind, pool
+
 from gpucluster import components
 from gpucluster import labels as L
 from gpucluster.render import network_operator as network
 from gpucluster.render import render
 from gpucluster.spec.model import Rdma, SecondaryNetwork, Taint
-
-
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
 
 
 def rdma_entries(spec) -> dict:
