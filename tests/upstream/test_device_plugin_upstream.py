@@ -22,6 +22,7 @@ import shutil
 import subprocess
 
 import pytest
+from upstream_facts import fact
 
 from gpucluster import versions
 from gpucluster.render.gpu_operator import DEFAULT_KEY, device_plugin_config, dump
