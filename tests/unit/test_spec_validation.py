@@ -395,6 +395,16 @@ def test_privileged_tenant_and_cdi_off_are_warnings(write_spec, base):
     assert "cdi: true" in warns["gpuOperator.cdi"].hint
 
 
+def test_warnings_stay_with_the_spec_and_out_of_its_data(write_spec, base):
+    base["tenants"][0]["podSecurity"] = "privileged"
+    spec = load_spec(write_spec(base))
+    assert [w.path for w in spec.warnings] == ["tenants[0].podSecurity"]
+    assert [w.path for w in spec.model_copy(deep=True).warnings] == ["tenants[0].podSecurity"]  # tests copy specs
+    assert "warnings" not in str(spec.model_dump(by_alias=True))  # never a key of the spec itself
+    del base["tenants"][0]["podSecurity"]
+    assert load_spec(write_spec(base)).warnings == []
+
+
 @pytest.mark.parametrize("version", ["~26.3", "26.x", "latest", ">=1.0.0", ""])
 def test_a_chart_version_that_is_not_exact_is_refused(write_spec, base, cli, version):
     base["gpuOperator"] = {"chart": {"repository": "https://charts.example.com/nvidia", "chart": "gpu-operator",

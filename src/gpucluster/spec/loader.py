@@ -206,12 +206,13 @@ def load_spec(inventory: str | Path) -> ClusterSpec:
     problems = validate(spec)
     if any(p.severity == "error" for p in problems):
         raise SpecError(str(path), problems)
-    spec.__dict__["_warnings"] = [p for p in problems if p.severity == "warning"]
+    spec.record_warnings(problems)
     return spec
 
 
 def warnings_of(spec: ClusterSpec) -> list[Problem]:
-    return list(spec.__dict__.get("_warnings", []))
+    """Validation's warnings about a loaded spec (``spec.warnings``)."""
+    return spec.warnings
 
 
 def format_loc(loc: tuple) -> str:
