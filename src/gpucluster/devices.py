@@ -39,7 +39,6 @@ class Device:
 
 
 def advertised_resources(
-    model: GpuModel,
     count: int,
     *,
     mode: str = "exclusive",

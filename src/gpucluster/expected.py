@@ -81,7 +81,7 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
             per_pool[pool.name] = (
                 devices.gfd_labels(model, pool.gpu.count, **args),
                 management_labels(pool),
-                devices.advertised_resources(model, pool.gpu.count, **args) if pool.uses_device_plugin else {},
+                devices.advertised_resources(pool.gpu.count, **args) if pool.uses_device_plugin else {},
             )
         gfd, management, resources = per_pool[pool.name]
         state.labels.update(gfd)

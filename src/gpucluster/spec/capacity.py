@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpucluster import catalog, devices
+from gpucluster import devices
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClusterSpec, NodePool
 
@@ -31,7 +31,7 @@ def cluster_gpu_capacity(spec: ClusterSpec) -> int:
     total = 0
     for pool in spec.gpu_pools:
         if pool.gpu and pool.uses_device_plugin:
-            res = devices.advertised_resources(catalog.get(pool.gpu.model), pool.gpu.count, **sharing_args(spec, pool))
+            res = devices.advertised_resources(pool.gpu.count, **sharing_args(spec, pool))
             total += len(pool.hosts) * res.get("nvidia.com/gpu", 0)
         elif pool.gpu and pool.uses_dra and pool.extended_resource and spec.dra.enabled:
             total += len(pool.hosts) * pool.gpu.count

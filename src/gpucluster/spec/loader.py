@@ -201,7 +201,7 @@ def load_spec(inventory: str | Path) -> ClusterSpec:
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as err:
-        problems = problems_from_pydantic(err, data)
+        problems = problems_from_pydantic(err)
         raise SpecError(str(path), problems + _cross_field_despite(err, data, problems)) from None
     problems = validate(spec)
     if any(p.severity == "error" for p in problems):
@@ -227,7 +227,7 @@ def format_loc(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def problems_from_pydantic(err: ValidationError, data: Any) -> list[Problem]:
+def problems_from_pydantic(err: ValidationError) -> list[Problem]:
     problems = []
     for e in err.errors():
         loc = e["loc"]
