@@ -17,7 +17,8 @@ from gpucluster.cost.report import compute
 from gpucluster.errors import InputError
 from gpucluster.render import dra_driver, nodes, tenants
 from gpucluster.spec import features, load_spec
-from gpucluster.spec.validate import used_features, validate
+from gpucluster.spec.validate import validate
+from gpucluster.spec.validate.kubernetes import used_features
 from gpucluster.verify import cluster, dra_claims
 from gpucluster.verify.snapshot import Snapshot
 

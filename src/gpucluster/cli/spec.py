@@ -11,7 +11,7 @@ import click
 from gpucluster import catalog
 from gpucluster import inventory as inventories
 from gpucluster.cli import options
-from gpucluster.errors import InputError, SpecError
+from gpucluster.errors import SpecError
 
 
 @click.command()
@@ -94,14 +94,11 @@ def spec_reference(out_dir: Path | None) -> None:
     from gpucluster.spec.reference import markdown
 
     text = markdown()
-    if out_dir is not None:
-        if out_dir.exists() and not out_dir.is_dir():
-            raise InputError(f"--out-dir {out_dir} is a file; give a folder")
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target = out_dir / "spec-reference.md"
-    else:
+    if out_dir is None:
         click.echo(text, nl=False)
         return
+    out_dir.mkdir(parents=True, exist_ok=True)  # click has refused an existing file already
+    target = out_dir / "spec-reference.md"
     target.write_text(text)
     click.echo(f"wrote {target}")
 
