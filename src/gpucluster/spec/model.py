@@ -665,6 +665,10 @@ class Cost(Model):
 # --- the whole spec ---------------------------------------------------------------------------
 
 
+#: The local world's environment: every host is simulated on this machine, so they share its address.
+LOCAL_ENVIRONMENT = "local"
+
+
 class Metadata(Model):
     name: Name
     environment: str = "production"

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 
-from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.model import LOCAL_ENVIRONMENT, ClusterSpec
 from gpucluster.spec.names import NETWORK_CONNECTIONS, connection_plugin
 from gpucluster.spec.validate.common import Collector
-
-#: The local world's environment: every host is simulated on this machine, so they share its address.
-LOCAL_ENVIRONMENT = "local"
 
 
 def check(spec: ClusterSpec, c: Collector) -> None:
