@@ -38,38 +38,36 @@ class Device:
     dynamic: bool = False
 
 
-def advertised_resources(
-    count: int,
-    *,
-    mode: str = "exclusive",
-    replicas: int = 1,
-    rename_by_default: bool = False,
-    mig: dict[str, int] | None = None,
-    mig_strategy: str = "mixed",
-) -> dict[str, int]:
+@dataclass(frozen=True)
+class Sharing:
+    """How a node's GPUs are shared, as plain values (a pool's, from :func:`gpucluster.spec.capacity.sharing`)."""
+
+    mode: str = "exclusive"
+    replicas: int = 1
+    rename_by_default: bool = False
+    #: The MIG layout per GPU (profile -> instances) when ``mode`` is ``mig``.
+    mig: dict[str, int] | None = None
+    mig_strategy: str = "mixed"
+
+
+def advertised_resources(count: int, sharing: Sharing) -> dict[str, int]:
     """What the NVIDIA device plugin advertises on one node (capacity and allocatable)."""
-    if mode == "mig":
-        layout = mig or {}
-        if mig_strategy == "single":
+    s = sharing
+    if s.mode == "mig":
+        layout = s.mig or {}
+        if s.mig_strategy == "single":
             return {"nvidia.com/gpu": count * sum(layout.values())}
         return {mig_resource(p): count * c for p, c in sorted(layout.items()) if c}
-    if shares_gpus(mode, replicas):
-        name = "nvidia.com/gpu.shared" if rename_by_default else "nvidia.com/gpu"
-        return {name: count * replicas}
+    if shares_gpus(s.mode, s.replicas):
+        name = "nvidia.com/gpu.shared" if s.rename_by_default else "nvidia.com/gpu"
+        return {name: count * s.replicas}
     return {"nvidia.com/gpu": count}
 
 
-def gfd_labels(
-    model: GpuModel,
-    count: int,
-    *,
-    mode: str = "exclusive",
-    replicas: int = 1,
-    rename_by_default: bool = False,
-    mig: dict[str, int] | None = None,
-    mig_strategy: str = "mixed",
-) -> dict[str, str]:
+def gfd_labels(model: GpuModel, count: int, sharing: Sharing) -> dict[str, str]:
     """The labels GPU Feature Discovery puts on a node."""
+    s = sharing
+    mode, replicas, mig, mig_strategy = s.mode, s.replicas, s.mig, s.mig_strategy
     shared = shares_gpus(mode, replicas)
     product = model.product_label
     memory = model.memory_mib
@@ -100,7 +98,7 @@ def gfd_labels(
             for profile, per_gpu in sorted(layout.items()):
                 labels[L.mig_count(profile)] = str(count * per_gpu)
                 labels[L.mig_memory(profile)] = str(model.mig.profiles[profile].memory_mib)
-    if shared and not rename_by_default:
+    if shared and not s.rename_by_default:
         product += "-SHARED"
     labels[L.GPU_PRODUCT] = product
     labels[L.GPU_MEMORY] = str(memory)

@@ -275,8 +275,8 @@ def test_fault_fails_exactly_its_check(deployed, tmp_path, capsys, fault):
 EXPECTATION_ERRORS = {
     "replicas-off-by-one": (
         "advertised_resources",
-        lambda real: lambda *a, **kw: {k: v + (1 if kw.get("replicas", 1) > 1 else 0)
-                                       for k, v in real(*a, **kw).items()},
+        lambda real: lambda count, sharing: {k: v + (1 if sharing.replicas > 1 else 0)
+                                             for k, v in real(count, sharing).items()},
         {(c, n) for c in ("node-capacity", "node-allocatable") for n in ("l4-1", "l4-2")}),
     "mig-memory-nominal": (
         "gfd_labels",
