@@ -4,7 +4,7 @@ version gpucluster pins today (a bump must re-read upstream)."""
 from __future__ import annotations
 
 import pytest
-from upstream_facts import FACTS, facts
+from upstream_facts import FACTS, chart_fact_files, facts
 
 from gpucluster import components, versions
 
@@ -13,17 +13,6 @@ FILES = sorted(p.stem for p in FACTS.glob("*.yaml"))
 
 #: Fact files of what no registry row pins: the agents the charts deploy, Kubernetes, the host layer.
 AGENT_FILES = {"dcgm-exporter", "prometheus", "device-plugin", "host-config", "kubernetes"}
-
-
-def chart_fact_files() -> dict[str, str]:
-    """The fact file of each registry row, by row (a chart's file says ``row: <component>``)."""
-    out: dict[str, str] = {}
-    for name in FILES:
-        row = facts(name).get("row")
-        if row is not None:
-            assert row not in out, f"{name}.yaml and {out[row]}.yaml both claim row {row!r}"
-            out[row] = name
-    return out
 
 
 def test_there_is_a_fact_file_per_upstream_component() -> None:
