@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from testkit import pool
 
 from gpucluster import devices, expected, upstream
@@ -78,3 +79,22 @@ def test_rdma_hosts_expect_the_nic_labels_and_every_resource_name(lab):
     s = expected.host_states(lab)
     assert not [k for k in s["gpu-h100-01"].resources if k.startswith("rdma/")]
     assert L.MOFED_WAIT not in s["gpu-h100-01"].labels
+
+
+@pytest.mark.parametrize(("mode", "replicas", "shared"), [
+    ("time-slicing", 4, True),
+    ("mps", 2, True),
+    ("time-slicing", 1, False),  # one replica: the plugin hands the GPU out whole
+    ("time-slicing", None, False),
+    ("exclusive", 4, False),
+    ("mig", None, False),
+])
+def test_one_rule_says_whether_a_gpu_is_shared(mode, replicas, shared):
+    assert upstream.shares_gpus(mode, replicas) is shared
+
+
+def test_a_pool_shares_its_gpus_only_through_the_device_plugin(local):
+    l4 = pool(local, "l4-infer")
+    assert l4.sharing.mode.value == "time-slicing" and l4.shares_gpus
+    l4.device_plugin, l4.dra = False, True  # the same settings on a DRA pool share nothing
+    assert not l4.shares_gpus
