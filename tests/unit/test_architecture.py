@@ -10,6 +10,7 @@ every ``import`` statement, those inside functions included.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -50,13 +51,22 @@ def resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
 
 CONTRACTS = {c["id"]: c["name"] for c in tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]}
 
-#: Checks every contract of pyproject.toml against the package importable as ``gpucluster`` (one wide line per
-#: contract: its name, then KEPT or BROKEN).
+#: Checks every contract of pyproject.toml (argv[1]) against each copy of the package (argv[2:], folders that
+#: hold a ``gpucluster``), one after the other in one interpreter: import-linter finds the package on
+#: ``sys.path`` without importing it. Prints {copy: lint-imports' report} (one wide line per contract).
 CHECK = """
-import sys
+import contextlib, importlib, io, json, sys
 from importlinter.cli import lint_imports
 
-sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True))
+reports = {}
+for src in sys.argv[2:]:
+    sys.path.insert(0, src)
+    importlib.invalidate_caches()
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True)
+    sys.path.remove(src)
+    reports[src] = [code, out.getvalue()]
+print(json.dumps(reports))
 """
 
 
@@ -103,22 +113,21 @@ PLANTED = {
 
 @pytest.fixture(scope="module")
 def planted_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, bool]]:
-    """Each planted fault on its own copy of the package, all checked at once: {fault: {contract id: kept}}."""
-    procs = {}
+    """Each planted fault on its own copy of the package: {fault: {contract id: kept}}."""
+    copies = {}
     for fault, (rel, text) in PLANTED.items():
         src = tmp_path_factory.mktemp(fault) / "src"
         shutil.copytree(PACKAGE, src / "gpucluster", ignore=shutil.ignore_patterns("__pycache__"))
         target = src / "gpucluster" / rel
         target.write_text((target.read_text() if target.exists() else "") + text)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]),
-               "COLUMNS": "1000"}  # one line per contract
-        procs[fault] = subprocess.Popen([sys.executable, "-c", CHECK, str(PYPROJECT)], env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        copies[str(src)] = fault
+    done = subprocess.run([sys.executable, "-c", CHECK, str(PYPROJECT), *copies], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "1000"}, timeout=120)  # COLUMNS: one line per contract
+    assert done.returncode == 0, done.stderr
     out = {}
-    for fault, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 1, f"{fault}: lint-imports exited {proc.returncode}\n{stdout}\n{stderr}"
-        out[fault] = verdicts(stdout)
+    for src, (code, report) in json.loads(done.stdout).items():
+        assert code == 1, f"{copies[src]}: lint-imports exited {code}\n{report}"
+        out[copies[src]] = verdicts(report)
     return out
 
 
