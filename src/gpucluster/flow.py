@@ -20,12 +20,16 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucluster import inventory as inventories
 from gpucluster import lockfile, ownership
 from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
 from gpucluster.hostlayer import EVENTS_FILE
+from gpucluster.spec.model import ClusterSpec
+
+if TYPE_CHECKING:
+    from gpucluster.local.world import World
 
 
 @dataclass
@@ -109,7 +113,7 @@ STACK_STATE = ownership.Kind(
 
 
 @contextmanager
-def _held(spec: Any, state: Path, world_dir: Path | None, kubeconfig: Path | None) -> Iterator[None]:
+def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Path | None) -> Iterator[None]:
     """For a whole ``up``/``down``: the stack state made ours and locked, and the local world held when used."""
     with ExitStack() as stack:
         world, folders = None, [(state, STACK_STATE)]
@@ -128,8 +132,8 @@ def _held(spec: Any, state: Path, world_dir: Path | None, kubeconfig: Path | Non
         yield
 
 
-def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, start: bool,
-                      say: Callable[[str], None], reset: bool = False) -> Any:
+def local_world_phase(world_dir: Path | None, spec: ClusterSpec, inventory: Path, *, start: bool,
+                      say: Callable[[str], None], reset: bool = False) -> World | None:
     """The local-world phase: control plane up (or already up), CRDs, simulated GPU nodes.
 
     Returns the ``World``. ``start=False`` (dry runs, ``down``) only attaches to a running world.
@@ -180,7 +184,7 @@ def _programs(plans: dict, kubeconfig: Path | None, context: str | None = None) 
     return {name: program(name) for name in PROGRAMS}
 
 
-def _state_of(spec: Any, state_dir: Path | None, world_dir: Path | None, kubeconfig: Path | None) -> Path:
+def _state_of(spec: ClusterSpec, state_dir: Path | None, world_dir: Path | None, kubeconfig: Path | None) -> Path:
     """Where the stacks of ``spec`` keep their state: the local world's folder, or one per environment."""
     if state_dir is not None:
         return state_dir
@@ -221,7 +225,7 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     return report
 
 
-def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *,
+def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *,
                 dry_run: bool, hosts: bool, kubeconfig: Path | None) -> Path | None:
     """Run the host layer (real hosts, not ``--skip-hosts``); return the kubeconfig the stacks use.
 
@@ -253,7 +257,7 @@ def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, 
     return kubeconfig
 
 
-def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *, dry_run: bool,
+def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
         context: str | None = None, partial: bool = False, hosts: bool = True,
         chart_repositories: bool = True) -> Report:
@@ -294,7 +298,7 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
     return report
 
 
-def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0,
+def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: float = 30.0,
                    context: str | None = None, charts_reachable: bool = True,
                    simulated: bool = False) -> dict[str, Any]:
     """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
@@ -320,7 +324,7 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
             "problems": [r.to_dict() for r in results if r.verdict is not Verdict.passed]}
 
 
-def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, state: Path, *,
+def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | None, state: Path, *,
             local: bool, dry_run: bool, context: str | None = None, charts: bool = True) -> Report:
     from gpucluster.pulumi.cluster import discover, wait_ready
     from gpucluster.pulumi.engine import Engine
@@ -419,7 +423,7 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
                      context=context)
 
 
-def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Path | None,
+def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_dir: Path | None,
           kubeconfig: Path | None, keep_world: bool, context: str | None = None) -> Report:
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import StackPlan

@@ -48,8 +48,10 @@ VOLCANO_APIS = "v1.14.0"
 #: operator-bundled-device-plugin-version). Served by the Go module proxy at this exact version.
 K8S_DEVICE_PLUGIN = "v0.19.0"
 
-# Images the NicClusterPolicy deploys; the network operator release names them after itself.
-NETWORK_OPERATOR_IMAGES = {"repository": "nvcr.io/nvidia/mellanox", "version": "network-operator-v26.4.1"}
-
 #: Pinned chart of every component that installs one, by component name.
 CHARTS: dict[str, Chart] = {c.name: c.chart for c in with_charts() if c.chart is not None}
+
+# Images the NicClusterPolicy deploys; the network operator release names them after itself
+# (network-operator-v<chart version>), so they follow the chart's pin.
+NETWORK_OPERATOR_IMAGES = {"repository": "nvcr.io/nvidia/mellanox",
+                           "version": f"network-operator-v{CHARTS['network-operator'].version}"}

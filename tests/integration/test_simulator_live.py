@@ -20,7 +20,6 @@ from cluster_helpers import Cluster, wait_for
 from gpucluster import catalog, expected
 from gpucluster import labels as L
 from gpucluster.addons import gpu_simulator
-from gpucluster.devices import DRA_DRIVER
 from gpucluster.labels import SIMULATED
 from gpucluster.quantity import parse_quantity
 from gpucluster.render import gpu_operator, render
@@ -29,6 +28,7 @@ from gpucluster.simulator import Simulator, attach
 from gpucluster.simulator.objects import slice_name
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.upstream import DRA_DRIVER
 from gpucluster.verify.cluster import device_problems
 
 pytestmark = pytest.mark.integration

@@ -19,13 +19,12 @@ import pytest
 import yaml
 from cluster_helpers import Cluster
 
-from gpucluster import components
 from gpucluster.flow import run_down, run_up
 from gpucluster.kube import Kube
 from gpucluster.pulumi.cluster import discover
 from gpucluster.pulumi.plan import plan
 from gpucluster.render import render
-from gpucluster.render.releases import module
+from gpucluster.render.releases import CHART_MODULES
 from gpucluster.spec import load_spec
 
 pytestmark = pytest.mark.integration
@@ -105,7 +104,7 @@ def test_cold_up_creates_every_non_chart_object(cold, kc, lw: Cluster):
     left_out = [s for s in report.skipped if not s["what"].startswith("release ")]
     assert sorted(s["what"] for s in left_out) == sorted(f"{o['kind']} {o['metadata']['name']}" for o in unserved)
     # A kind whose CRD only a release not installed here would bring is left out with that release.
-    chart_kinds = {kind for c in components.with_charts() for kind in getattr(module(c), "CHART_KINDS", ())}
+    chart_kinds = {kind for mod in CHART_MODULES.values() for kind in mod.CHART_KINDS}
     for s in left_out:
         kind = next(o["kind"] for o in unserved if f"{o['kind']} {o['metadata']['name']}" == s["what"])
         from_chart = any(n == kind for _, n in chart_kinds)

@@ -19,10 +19,10 @@ def tree(root):
 
 
 def test_render_twice_is_byte_identical(tmp_path, local_inventory, capsys):
-    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "a")]) == 0
-    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "b")]) == 0
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(tmp_path / "a")]) == 0
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(tmp_path / "b")]) == 0
     assert tree(tmp_path / "a") == tree(tmp_path / "b")
-    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "a")]) == 0
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(tmp_path / "a")]) == 0
     assert "(no changes)" in capsys.readouterr().out
 
 
@@ -89,7 +89,7 @@ def test_removed_objects_are_reported(tmp_path, local_inventory):
 def test_invalid_spec_writes_nothing(tmp_path, write_spec, base):
     base["nodePools"][0]["gpu"]["model"] = "nope"
     out = tmp_path / "out"
-    assert entrypoint(["render", "-i", str(write_spec(base)), "-o", str(out)]) == 2
+    assert entrypoint(["render", "-i", str(write_spec(base)), "--out-dir", str(out)]) == 2
     assert not out.exists()
 
 
@@ -184,6 +184,6 @@ def test_a_bundle_folder_replaced_by_a_symlink_is_never_written_through(tmp_path
 
 def test_the_cli_exits_2_naming_the_marker(bundle_dir, local_inventory, capsys):
     (bundle_dir / bundle.MARKER).write_text("")
-    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(bundle_dir)]) == 2
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(bundle_dir)]) == 2
     assert f"{bundle_dir / bundle.MARKER}: not a valid gpucluster bundle manifest" in capsys.readouterr().err
     assert (bundle_dir / "notes.txt").read_text() == "mine"

@@ -8,14 +8,17 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from testkit import find as at
+from testkit import problems
 
-from gpucluster import devices, expected, quarantine
+from gpucluster import expected, quarantine, upstream
 from gpucluster.cost import dra as dra_cost
 from gpucluster.cost.report import compute
-from gpucluster.errors import InputError, SpecError
+from gpucluster.errors import InputError
 from gpucluster.render import dra_driver, nodes, tenants
 from gpucluster.spec import features, load_spec
-from gpucluster.spec.validate import used_features, validate
+from gpucluster.spec.validate import validate
+from gpucluster.spec.validate.kubernetes import used_features
 from gpucluster.verify import cluster, dra_claims
 from gpucluster.verify.snapshot import Snapshot
 
@@ -30,18 +33,6 @@ def dra_spec():
 @pytest.fixture
 def spec(dra_spec):
     return dra_spec.model_copy(deep=True)
-
-
-def problems(write_spec, data) -> list:
-    with pytest.raises(SpecError) as info:
-        load_spec(write_spec(data))
-    return info.value.problems
-
-
-def at(probs, path: str):
-    hits = [p for p in probs if p.path == path]
-    assert hits, f"no problem at {path}; got {[str(p) for p in probs]}"
-    return hits[0]
 
 
 @pytest.fixture
@@ -184,7 +175,7 @@ def test_the_extended_class_selects_only_the_opted_in_pools(spec, local):
     assert local.dra.enabled and not any(p.extended_resource for p in local.node_pools)
     assert dra_driver.extended_class(local)["spec"]["selectors"][0]["cel"]["expression"].endswith("&& false")
     # the class wins a same-second tie against the chart's (fact extended-resource-class-newest-wins)
-    assert devices.DRA_EXTENDED_CLASS < "gpu.nvidia.com"
+    assert upstream.DRA_EXTENDED_CLASS < "gpu.nvidia.com"
 
 
 def test_dynamic_mig_turns_the_driver_gate_on_and_keeps_the_mig_manager_off(spec, local):

@@ -11,7 +11,7 @@ import click
 from gpucluster import catalog
 from gpucluster import inventory as inventories
 from gpucluster.cli import options
-from gpucluster.errors import InputError, SpecError
+from gpucluster.errors import SpecError
 
 
 @click.command()
@@ -43,18 +43,16 @@ def validate(inventory: Path | None, output: str) -> None:
 @click.command()
 @options.inventory
 @options.out_dir
-@options.output_or_legacy_path("text", "json")
-@click.option("--out", "legacy_out", type=click.Path(path_type=Path), default=None, hidden=True)
+@options.output("text", "json")
 @click.option("--force", is_flag=True, help="Replace a non-empty folder that holds no previous bundle.")
-def render(inventory: Path | None, out_dir: Path | None, output: object, legacy_out: Path | None,
-           force: bool) -> None:
+def render(inventory: Path | None, out_dir: Path | None, output: str, force: bool) -> None:
     """Render the GitOps bundle into --out-dir: manifests per component, kustomization, Helm values, chart lock."""
     from gpucluster import bundle
     from gpucluster.render import render as render_spec
 
-    fmt, out = options.resolve_out_dir(output, out_dir, legacy_out, formats=("text", "json"), old="render -o/--out")
-    if out is None:
+    if out_dir is None:
         raise click.UsageError("where should the bundle go? give --out-dir PATH")
+    fmt, out = output, out_dir
     started = time.perf_counter()
     spec = inventories.load(inventory)
     changes = bundle.write(render_spec(spec), out, force=force)
@@ -91,26 +89,16 @@ def catalog_cmd(output: str) -> None:
 
 @click.command("spec-reference")
 @options.out_dir
-@click.option("-o", "--out", "legacy_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              hidden=True)
-def spec_reference(out_dir: Path | None, legacy_out: Path | None) -> None:
+def spec_reference(out_dir: Path | None) -> None:
     """Print the spec reference (Markdown) generated from the model, or write it as OUT_DIR/spec-reference.md."""
     from gpucluster.spec.reference import markdown
 
     text = markdown()
-    if legacy_out is not None:
-        if out_dir is not None:
-            raise click.UsageError("give the output once, with --out-dir PATH")
-        click.echo("warning: spec-reference -o FILE is deprecated; use --out-dir PATH", err=True)
-        target = legacy_out
-    elif out_dir is not None:
-        if out_dir.exists() and not out_dir.is_dir():
-            raise InputError(f"--out-dir {out_dir} is a file; give a folder")
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target = out_dir / "spec-reference.md"
-    else:
+    if out_dir is None:
         click.echo(text, nl=False)
         return
+    out_dir.mkdir(parents=True, exist_ok=True)  # click has refused an existing file already
+    target = out_dir / "spec-reference.md"
     target.write_text(text)
     click.echo(f"wrote {target}")
 

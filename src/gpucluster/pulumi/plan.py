@@ -17,7 +17,7 @@ from gpucluster import components
 from gpucluster.errors import InputError
 from gpucluster.pulumi.objects import Obj, gvk, namespace_names
 from gpucluster.render import Release, Rendered
-from gpucluster.render.releases import module
+from gpucluster.render.releases import chart_module
 
 
 @dataclass(frozen=True)
@@ -122,14 +122,13 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
                                             "stands in for its node agents" if facts.simulated else
                                             "chart repositories are unreachable here (air-gapped sites "
                                             "point `repository` at a local chart folder)", cause="chart"))
-            for k in getattr(module(components.get(comp)), "CHART_KINDS", ()):
+            for k in chart_module(comp).CHART_KINDS:
                 not_coming[k] = rel.name
             continue
         platform.releases.setdefault(comp, []).append(src)
     # Kinds whose CRDs a release of this run installs: admitted though not served yet (the stack
     # registers them after that release; the tenants stack runs after the platform stack).
-    coming = {k for comp in platform.releases
-              for k in getattr(module(components.get(comp)), "CHART_KINDS", ())}
+    coming = {k for comp in platform.releases for k in chart_module(comp).CHART_KINDS}
 
     def admit(stack: StackPlan, component: str, obj: Obj) -> None:
         if facts.served is not None and gvk(obj) not in facts.served and gvk(obj) in not_coming:

@@ -19,7 +19,7 @@ from gpucluster.pulumi import components as c
 from gpucluster.pulumi.objects import PROVIDER_VERSION, Obj
 from gpucluster.pulumi.plan import StackPlan, plan
 from gpucluster.render import render
-from gpucluster.render.releases import module
+from gpucluster.render.releases import CHART_MODULES
 from gpucluster.spec import load_spec
 
 
@@ -75,10 +75,10 @@ def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -
             continue
         objects, releases = p.components.get(comp, []), p.releases.get(comp, [])
         if objects or releases:
-            mod = module(components.get(comp))
+            mod = CHART_MODULES.get(comp)  # None: the component installs no chart
             out[comp] = c.register(comp, comp, {
                 "objects": objects, "releases": releases, "namespaces": by_ns, "installed": dict(installed),
-                "chart_kinds": getattr(mod, "CHART_KINDS", ()), "after_kinds": getattr(mod, "AFTER_KINDS", {}),
+                "chart_kinds": mod.CHART_KINDS if mod else (), "after_kinds": mod.AFTER_KINDS if mod else {},
             }, base)
             installed.update(out[comp].releases)
     if p.node_patches:

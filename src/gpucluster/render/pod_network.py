@@ -13,10 +13,14 @@ network to the cluster's owner.
 from __future__ import annotations
 
 from gpucluster.render.common import Obj
+from gpucluster.render.contract import Kind
 from gpucluster.spec.model import ChartRef, ClusterSpec
 
 #: Every other release waits for this one: their pods (and Helm's wait for them) need pod networking.
 BEFORE_OTHER_RELEASES = True
+#: flannel's chart installs no CRD we render objects of.
+CHART_KINDS: tuple[Kind, ...] = ()
+AFTER_KINDS: dict[Kind, Kind] = {}
 
 
 def enabled(spec: ClusterSpec) -> bool:
@@ -31,6 +35,10 @@ def objects(spec: ClusterSpec) -> list[Obj]:
 def values(spec: ClusterSpec) -> dict:
     net = spec.networking.pod_network
     return {"podCidr": spec.kubernetes.pod_subnet, "flannel": {"backend": net.backend}}
+
+
+def after(spec: ClusterSpec) -> list[str]:
+    return []
 
 
 def namespace(spec: ClusterSpec) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 from gpucluster import kube
 from gpucluster import labels as L
 from gpucluster.errors import AlreadyExists, ApiError, ClusterError, SimulatorError
-from gpucluster.render import dra_chart, gpu_operator
+from gpucluster.render import dra_driver, gpu_operator
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network_operator import NIC_POLICY_NAME
 from gpucluster.render.nodes import node_config
@@ -132,7 +132,7 @@ class Simulator:
             cluster=spec.metadata.name,
             driver_version=spec.gpu_operator.driver.version,
             # The driver's release values (FEATURE_GATES of its kubelet plugins) and the server's version.
-            dra_gates=dict(dra_chart.values(spec).get("featureGates") or {}),
+            dra_gates=dict(dra_driver.values(spec).get("featureGates") or {}),
             server_minor=minor,
         )
 

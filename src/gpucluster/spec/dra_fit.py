@@ -30,12 +30,13 @@ from functools import cache
 
 from gpucluster import catalog, cel, devices
 from gpucluster.catalog import GpuModel
-from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_DRIVER, DRA_EXTENDED_CLASS, Device
+from gpucluster.devices import Device
 from gpucluster.errors import Problem
 from gpucluster.quantity import parse_quantity
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClaimAlternative, ClusterSpec, NodePool, SharingMode
 from gpucluster.spec.selectors import chart_class_cel, device_class_cel, extended_class_cel
+from gpucluster.upstream import DRA_BRAND, DRA_CHART_DEVICE_CLASSES, DRA_DRIVER, DRA_EXTENDED_CLASS
 
 GIB = Decimal(2**30)
 
@@ -65,7 +66,7 @@ def _semver(version: str) -> str:
 
 def _entry(spec: ClusterSpec, model: GpuModel, d: Device) -> dict:
     attrs = {"type": {"string": d.type}, "productName": {"string": d.product_name},
-             "architecture": {"string": model.architecture}, "brand": {"string": devices.DRA_BRAND},
+             "architecture": {"string": model.architecture}, "brand": {"string": DRA_BRAND},
              "cudaComputeCapability": {"version": _semver(model.compute_capability)},
              "driverVersion": {"version": _semver(spec.gpu_operator.driver.version)}}
     if d.profile:

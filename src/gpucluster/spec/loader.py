@@ -201,17 +201,18 @@ def load_spec(inventory: str | Path) -> ClusterSpec:
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as err:
-        problems = problems_from_pydantic(err, data)
+        problems = problems_from_pydantic(err)
         raise SpecError(str(path), problems + _cross_field_despite(err, data, problems)) from None
     problems = validate(spec)
     if any(p.severity == "error" for p in problems):
         raise SpecError(str(path), problems)
-    spec.__dict__["_warnings"] = [p for p in problems if p.severity == "warning"]
+    spec.record_warnings(problems)
     return spec
 
 
 def warnings_of(spec: ClusterSpec) -> list[Problem]:
-    return list(spec.__dict__.get("_warnings", []))
+    """Validation's warnings about a loaded spec (``spec.warnings``)."""
+    return spec.warnings
 
 
 def format_loc(loc: tuple) -> str:
@@ -226,7 +227,7 @@ def format_loc(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def problems_from_pydantic(err: ValidationError, data: Any) -> list[Problem]:
+def problems_from_pydantic(err: ValidationError) -> list[Problem]:
     problems = []
     for e in err.errors():
         loc = e["loc"]

@@ -14,10 +14,11 @@ import re
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from gpucluster import components, versions
+from gpucluster import components, upstream, versions
+from gpucluster.errors import Problem
 from gpucluster.spec.names import check_address, check_ansible_vars, check_count, check_ifname, check_subject
 from gpucluster.spec.quantity import check_cpu, check_duration, check_memory
 
@@ -255,6 +256,12 @@ class NodePool(Model):
     @property
     def uses_dra(self) -> bool:
         return bool(self.gpu) and self.dra
+
+    @property
+    def shares_gpus(self) -> bool:
+        """Whether the device plugin hands each GPU of this pool to several pods (time-slicing or MPS with
+        replicas > 1, :func:`gpucluster.upstream.shares_gpus`)."""
+        return self.uses_device_plugin and upstream.shares_gpus(self.sharing.mode.value, self.sharing.replicas)
 
     @property
     def effective_taints(self) -> list[Taint]:
@@ -658,6 +665,10 @@ class Cost(Model):
 # --- the whole spec ---------------------------------------------------------------------------
 
 
+#: The local world's environment: every host is simulated on this machine, so they share its address.
+LOCAL_ENVIRONMENT = "local"
+
+
 class Metadata(Model):
     name: Name
     environment: str = "production"
@@ -677,6 +688,17 @@ class ClusterSpec(Model):
     tenants: list[Tenant] = Field(default_factory=list)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     cost: Cost = Field(default_factory=Cost)
+    #: What validation warned about when the spec was loaded; not a key of the YAML (never read or dumped).
+    _warnings: list[Problem] = PrivateAttr(default_factory=list)
+
+    @property
+    def warnings(self) -> list[Problem]:
+        """The warnings :func:`gpucluster.spec.load_spec` found (errors refuse the spec instead)."""
+        return list(self._warnings)
+
+    def record_warnings(self, problems: list[Problem]) -> None:
+        """Keep validation's warnings with the spec they are about (the loader's job)."""
+        self._warnings = [p for p in problems if p.severity == "warning"]
 
     # Convenience lookups used across the render core.
     def host(self, name: str) -> Host:

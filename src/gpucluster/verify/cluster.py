@@ -12,11 +12,12 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from gpucluster import cel, expected
-from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device, counter_set_name
+from gpucluster.devices import Device
 from gpucluster.expected import HostState
 from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.upstream import DRA_DRIVER, MIG_DEVICE_NAME, counter_set_name
 from gpucluster.verify import dra_claims
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
@@ -43,7 +44,7 @@ def _ext(resources: dict) -> dict[str, int]:
     return {k: int(parse_quantity(str(v))) for k, v in resources.items() if k.startswith(GPU_PREFIXES)}
 
 
-def managed_taint_keys(spec: ClusterSpec, states: dict[str, HostState]) -> set[str]:
+def managed_taint_keys(states: dict[str, HostState]) -> set[str]:
     """Taint keys the spec manages: every key any host is expected to carry, and the GPU taint."""
     return {t.split(":")[0].split("=")[0] for s in states.values() for t in s.taints} | {"nvidia.com/gpu"}
 
@@ -88,7 +89,7 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState],
     from gpucluster.render.nodes import node_config
 
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
-    managed = managed_taint_keys(spec, states)
+    managed = managed_taint_keys(states)
     applied = {name: cfg["labels"] for name, cfg in node_config(spec).items()}
     for name, want in states.items():
         node = nodes.get(name)
@@ -361,7 +362,7 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[
                        "no published device satisfies the selector")
 
 
-def daemonset_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
+def daemonset_checks(spec: ClusterSpec, snap: Snapshot, *,
                      charts_reachable: bool = True) -> Iterator[Result]:
     """Every DaemonSet an enabled feature creates runs, ready, on exactly the hosts it must cover.
 
@@ -492,7 +493,7 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
     return [*node_checks(spec, snap, states, absent=absent), *dra_checks(spec, snap, states, absent=absent),
             *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
             *dra_claims.quarantine_checks(spec, snap),
-            *daemonset_checks(spec, snap, states, charts_reachable=charts_reachable),
+            *daemonset_checks(spec, snap, charts_reachable=charts_reachable),
             *tenant_checks(spec, snap), *security_checks(spec, snap),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
             *alert_checks(spec, snap), *chart_checks(spec, snap, charts_reachable=charts_reachable)]
