@@ -232,8 +232,10 @@ def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, 
 
     fetched = hostlayer.kubeconfig_path(state)
     if hosts and dry_run:
-        report.notes.append("dry run: the host layer is not previewed (`ansible-playbook --check` on "
-                            "playbooks/site.yml previews it)")
+        with run.phase("preflight") as say:  # the checks that change nothing (roles/preflight)
+            hostlayer.run(inventories.resolve(inventory), fetched, say, playbooks=hostlayer.PREFLIGHT)
+        report.notes.append("dry run: the hosts were checked (preflight), not changed; `ansible-playbook --check` "
+                            "on playbooks/site.yml previews the rest of the host layer")
     elif hosts:
         with run.phase("host layer") as say:
             result = hostlayer.run(inventories.resolve(inventory), fetched, say)
@@ -261,6 +263,11 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
     if not inventories.is_local(spec):
         kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
                                  kubeconfig=kubeconfig)
+        if dry_run and kubeconfig is None and not os.environ.get("KUBECONFIG") \
+                and not (Path.home() / ".kube" / "config").exists():
+            report.notes.append("dry run: no cluster to preview the stacks against yet (no admin kubeconfig "
+                                "fetched from the init host, no --kubeconfig): `up` builds it")
+            return report
     if inventories.is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
             world = local_world_phase(world_dir, spec, inventories.resolve(inventory), start=not dry_run,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import http.server
 import importlib.util
+import json
 import re
 import shutil
 import sys
@@ -275,3 +276,21 @@ def test_site_runs_validate_then_preflight_before_every_play_that_changes_hosts(
     first = yaml.safe_load((REPO / "playbooks" / "preflight.yml").read_text())[0]
     assert first["hosts"] == "all" and first["any_errors_fatal"] is True
     assert first["roles"] == [{"role": "preflight"}] and "always" in first["tags"]
+
+
+def test_up_dry_run_checks_the_hosts_and_stops_before_the_stacks_without_a_cluster(http_root, tmp_path, monkeypatch,
+                                                                                 cli):
+    """On real hosts `up --dry-run` runs validate.yml and the preflight (they change nothing); with no
+    cluster built yet there is nothing to preview the stacks against, which it says instead of failing."""
+    tmp, _ = http_root
+    monkeypatch.delenv(hostlayer.PLAYBOOKS_ENV, raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.kube/config
+    inventory = _inventory(tmp_path / "inventory", {"ok-cp": {}}, _group_vars(tmp))
+    state = tmp_path / "state"
+    result = cli("up", "-i", inventory, "--state-dir", state, "--dry-run", "-o", "json")
+    assert result.exit_code == 0, result
+    report = json.loads(result.stdout)
+    assert [p["phase"] for p in report["phases"]] == ["validate", "preflight"]
+    assert any("no cluster to preview the stacks against yet" in n for n in report["notes"]), report
+    assert report["stacks"] == [] and not (state / "backend").exists()
