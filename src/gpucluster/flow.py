@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster import inventory as inventories
-from gpucluster import lockfile, ownership
+from gpucluster import lockfile, ownership, prerequisites
 from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
 from gpucluster.hostlayer import EVENTS_FILE
 
@@ -337,6 +337,9 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
     rendered = render(spec)
     with run.phase("plan"):
         facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
+        # Kinds whose CRDs no release of ours brings (the Prometheus Operator's): exit 2 before any stack runs.
+        prerequisites.check(rendered.objects(), facts.served, simulated=local,
+                            source=f"the spec of {spec.metadata.name}")
         plans = plan(rendered, facts)
         engine = Engine(state, spec.metadata.name)
         engine.setup()
