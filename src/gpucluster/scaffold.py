@@ -3,8 +3,8 @@
 Writes ``cluster.yaml`` (the spec, commented, with the choices only the operator can make marked
 ``CHANGE``), ``hosts.gpucluster.yml`` (the Ansible inventory plugin's config) and
 ``group_vars/all.yml`` (SSH user, privilege escalation, package repositories). The files are the
-templates in ``data/init/`` with a few values filled in: comments are their point, so they are text,
-not YAML written by a dumper.
+templates ``data/init/<file>.in`` with a few values filled in (``string.Template``): comments are their
+point, so they are text, not YAML written by a dumper; the tests load what they make.
 
 Nothing is written into a folder that holds anything: the folder must be missing or empty (the rule
 of :mod:`gpucluster.ownership`, without its marker: an inventory is the operator's, not a state folder
@@ -26,7 +26,7 @@ from pathlib import Path
 from gpucluster import catalog, versions
 from gpucluster.errors import InputError
 
-#: The files ``init`` writes, relative to the inventory folder (and to ``data/init/``).
+#: The files ``init`` writes, relative to the inventory folder (their templates: ``data/init/<file>.in``).
 FILES = ("cluster.yaml", "hosts.gpucluster.yml", "group_vars/all.yml")
 DEFAULT_GPU_MODEL = "H100-SXM5-80GB"
 #: Ubuntu's cloud images log in as ``ubuntu`` (the spec's default OS is Ubuntu 24.04).
@@ -96,7 +96,7 @@ def render(inventory: Path, name: str, gpu_model: str = DEFAULT_GPU_MODEL,
     """The text of each file of :data:`FILES` for this inventory (raises InputError for a bad option)."""
     values = _values(inventory, name, gpu_model, ssh_user)
     base = resources.files("gpucluster") / "data" / "init"
-    return {rel: string.Template(base.joinpath(rel).read_text()).substitute(values) for rel in FILES}
+    return {rel: string.Template(base.joinpath(f"{rel}.in").read_text()).substitute(values) for rel in FILES}
 
 
 def write(folder: Path, *, name: str | None = None, gpu_model: str = DEFAULT_GPU_MODEL,

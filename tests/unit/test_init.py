@@ -107,3 +107,13 @@ def test_json_output_names_the_files(cli, tmp_path):
     assert result.exit_code == 0, result
     data = json.loads(result.stdout)
     assert data == {"cluster": "prod", "inventory": str((tmp_path / "prod").resolve()), "files": list(scaffold.FILES)}
+
+
+def test_what_it_writes_is_lint_clean_yaml(cli, tmp_path, monkeypatch):
+    """The templates are not YAML files of the repository (yamllint does not see them): lint their output,
+    written as the docs do it (`gpucluster init inventories/prod` in the checkout)."""
+    monkeypatch.chdir(tmp_path)
+    assert cli("init", "inventories/prod").exit_code == 0
+    out = subprocess.run([str(Path(sys.executable).parent / "yamllint"), "--strict", "-c", str(REPO / ".yamllint"),
+                          "inventories/prod"], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
