@@ -263,7 +263,7 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
     if not inventories.is_local(spec):
         kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
                                  kubeconfig=kubeconfig)
-        if dry_run and kubeconfig is None and not os.environ.get("KUBECONFIG") \
+        if dry_run and hosts and kubeconfig is None and not os.environ.get("KUBECONFIG") \
                 and not (Path.home() / ".kube" / "config").exists():
             report.notes.append("dry run: no cluster to preview the stacks against yet (no admin kubeconfig "
                                 "fetched from the init host, no --kubeconfig): `up` builds it")
