@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpucluster import inventory as inventories
-from gpucluster import lockfile, ownership
+from gpucluster import lockfile, ownership, prerequisites
 from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
 from gpucluster.hostlayer import EVENTS_FILE
 from gpucluster.spec.model import ClusterSpec
@@ -236,8 +236,10 @@ def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path 
 
     fetched = hostlayer.kubeconfig_path(state)
     if hosts and dry_run:
-        report.notes.append("dry run: the host layer is not previewed (`ansible-playbook --check` on "
-                            "playbooks/site.yml previews it)")
+        with run.phase("preflight") as say:  # the checks that change nothing (roles/preflight)
+            hostlayer.run(inventories.resolve(inventory), fetched, say, playbooks=hostlayer.PREFLIGHT)
+        report.notes.append("dry run: the hosts were checked (preflight), not changed; `ansible-playbook --check` "
+                            "on playbooks/site.yml previews the rest of the host layer")
     elif hosts:
         with run.phase("host layer") as say:
             result = hostlayer.run(inventories.resolve(inventory), fetched, say)
@@ -265,6 +267,11 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
     if not inventories.is_local(spec):
         kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
                                  kubeconfig=kubeconfig)
+        if dry_run and hosts and kubeconfig is None and not os.environ.get("KUBECONFIG") \
+                and not (Path.home() / ".kube" / "config").exists():
+            report.notes.append("dry run: no cluster to preview the stacks against yet (no admin kubeconfig "
+                                "fetched from the init host, no --kubeconfig): `up` builds it")
+            return report
     if inventories.is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
             world = local_world_phase(world_dir, spec, inventories.resolve(inventory), start=not dry_run,
@@ -334,6 +341,9 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
     rendered = render(spec)
     with run.phase("plan"):
         facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
+        # Kinds whose CRDs no release of ours brings (the Prometheus Operator's): exit 2 before any stack runs.
+        prerequisites.check(rendered.objects(), facts.served, simulated=local,
+                            source=f"the spec of {spec.metadata.name}")
         plans = plan(rendered, facts)
         engine = Engine(state, spec.metadata.name)
         engine.setup()
