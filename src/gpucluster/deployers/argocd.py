@@ -1,0 +1,119 @@
+"""The Argo CD bundle: ``OUT/argocd/``, Applications applied by one app of apps (``OUT/argocd/entry.yaml``).
+
+Layout (every Application in namespace ``argocd``, project ``default``, named ``gpucluster-...``)::
+
+    argocd/entry.yaml                  Application gpucluster: applies argocd/ (apply it once)
+    argocd/kustomization.yaml          kustomize: the Applications below
+    argocd/application-*.yaml          gpucluster-namespaces (wave 0); gpucluster-release-<r> per lock
+                                       entry (wave 1 + its ``after`` depth); gpucluster-<component> per
+                                       component folder (the wave after the releases whose CRDs it
+                                       needs and the folders that create its namespaces, else 1)
+
+A release's Application has two sources, as Argo CD documents for "Helm value files from external
+Git repository" (argo-cd v3.3.19 docs/user-guide/multiple_sources.md): the chart at its exact
+version from the repository the lock names, and the bundle's Git repository as ``ref: values``,
+so ``helm/<r>.values.yaml`` of the bundle is the values file (``$values/<path>/helm/<r>.values.yaml``)
+and exists once. OCI registries are written without ``oci://``, as Argo CD spells Helm OCI
+repositories (docs/user-guide/helm.md).
+
+Sync waves order Applications only when a parent Application syncs them (the app of apps here)
+and only wait for a child's health if Argo CD assesses Applications' health, which it stopped
+doing by default in 1.8 (docs/operator-manual/health.md, "Argocd App": add the Lua health check
+to ``argocd-cm``); docs/gitops.md says how.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpucluster import labels as L
+from gpucluster.bundle import dump, file_name
+from gpucluster.deployers.common import (
+    NAMESPACES,
+    PREFIX,
+    ChartRepo,
+    GitSource,
+    chart_repo,
+    folder_needs,
+    plain_folders,
+    waves,
+)
+from gpucluster.errors import InputError
+from gpucluster.render import Rendered
+from gpucluster.render.common import Obj, obj
+from gpucluster.render.releases import Release
+from gpucluster.spec.model import ClusterSpec
+
+API = "argoproj.io/v1alpha1"
+NAMESPACE = "argocd"
+PROJECT = "default"
+#: The cluster Argo CD runs in (its in-cluster destination).
+IN_CLUSTER = "https://kubernetes.default.svc"
+SYNC_POLICY: dict[str, Any] = {
+    "automated": {"prune": True, "selfHeal": True},
+    # Server-side apply: operator CRDs are too large for client-side apply's last-applied
+    # annotation (262144 bytes), and the stacks apply server-side too.
+    "syncOptions": ["ServerSideApply=true"],
+    "retry": {"limit": 5, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}},
+}
+
+
+def files(spec: ClusterSpec, rendered: Rendered, source: GitSource) -> dict[str, str]:
+    """Relative path → content of ``argocd/``."""
+    if not source.url:
+        raise InputError("Argo CD Applications name the Git repository that holds the bundle: give --git-url URL "
+                         "(the repository Argo CD reads, as registered there)")
+    repos = {rel.name: chart_repo(rel, spec, "Argo CD") for rel in rendered.releases}
+    wave = {rel: 1 + w for rel, w in waves(rendered.releases).items()}
+    apps = [application(NAMESPACES, 0, git_source(source, NAMESPACES), None)]
+    apps += [release_application(rel, repos[rel.name], wave[rel.name], source) for rel in rendered.releases]
+    needs = folder_needs(rendered)
+
+    folders: dict[str, int] = {}  # apart from the releases' waves: a folder may share a release's name
+
+    def folder_wave(comp: str, seen: tuple[str, ...] = ()) -> int:
+        if comp in seen:
+            raise ValueError(f"component folders wait for each other in a cycle: {' -> '.join((*seen, comp))}")
+        if comp not in folders:
+            folders[comp] = 1 + max([wave[r] for r in needs[comp].releases]
+                                    + [folder_wave(f, (*seen, comp)) for f in needs[comp].folders], default=0)
+        return folders[comp]
+
+    for comp in plain_folders(rendered)[1:]:
+        apps.append(application(comp, folder_wave(comp), git_source(source, comp), None))
+    out = {f"argocd/{file_name(a)}": dump(a) for a in apps}
+    out["argocd/kustomization.yaml"] = dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+                                             "kind": "Kustomization", "resources": [file_name(a) for a in apps]})
+    out["argocd/entry.yaml"] = dump(obj(API, "Application", PREFIX, NAMESPACE, spec={
+        "project": PROJECT, "source": git_source(source, "argocd"),
+        "destination": {"server": IN_CLUSTER, "namespace": NAMESPACE}, "syncPolicy": SYNC_POLICY}))
+    return out
+
+
+def git_source(source: GitSource, folder: str) -> dict[str, Any]:
+    return {"repoURL": source.url, "targetRevision": source.revision, "path": source.join(folder)}
+
+
+def application(part: str, wave: int, src: dict[str, Any] | None, sources: list[dict[str, Any]] | None,
+                namespace: str | None = None) -> Obj:
+    """An Application ``gpucluster-<part>`` in sync wave ``wave`` (one source, or several)."""
+    spec: dict[str, Any] = {"project": PROJECT}
+    if src is not None:
+        spec["source"] = src
+    if sources is not None:
+        spec["sources"] = sources
+    spec["destination"] = {"server": IN_CLUSTER, **({"namespace": namespace} if namespace else {})}
+    spec["syncPolicy"] = SYNC_POLICY
+    return obj(API, "Application", f"{PREFIX}-{part}", NAMESPACE, annotations={L.ARGOCD_SYNC_WAVE: str(wave)},
+               spec=spec)
+
+
+def release_application(rel: Release, repo: ChartRepo, wave: int, source: GitSource) -> Obj:
+    chart = {
+        "repoURL": repo.oci_host_path if repo.kind == "oci" else repo.url,
+        "chart": rel.chart,
+        "targetRevision": rel.version,
+        "helm": {"releaseName": rel.name, "valueFiles": [f"$values/{source.join('helm', rel.name + '.values.yaml')}"]},
+    }
+    values = {"repoURL": source.url, "targetRevision": source.revision, "ref": "values"}
+    return application(f"release-{rel.name}", wave, None, [chart, values], namespace=rel.namespace)
