@@ -185,9 +185,14 @@ def test_switching_deployers_removes_the_previous_deployers_files(rendered, cli)
 def test_the_git_path_is_found_from_the_repository_that_holds_the_bundle(cli, tmp_path):
     (tmp_path / "repo" / ".git").mkdir(parents=True)
     out = tmp_path / "repo" / "clusters" / "lab"
-    assert cli("render", "-i", LAB, "--out-dir", out, "--deployer", "flux").exit_code == 0
+    assert cli("render", "-i", LAB, "--out-dir", out, "--deployer", "flux", "--flux-source", "platform").exit_code == 0
     entry = yaml.safe_load((out / "flux" / "entry.yaml").read_text())
     assert entry["spec"]["path"] == "./clusters/lab/flux"
+    assert entry["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "platform"}
+    # at the repository root itself, paths start at the root
+    out = tmp_path / "repo"
+    assert cli("render", "-i", LAB, "--out-dir", out, "--deployer", "flux", "--force").exit_code == 0
+    assert yaml.safe_load((out / "flux" / "entry.yaml").read_text())["spec"]["path"] == "./flux"
 
 
 def _lab_with(tmp_path: Path, **charts: dict) -> Path:
@@ -250,6 +255,7 @@ def test_helmfile_reads_an_absolute_local_chart_folder_and_refuses_a_relative_on
     (["--deployer", "argocd", "--git-path", "x", "--git-url", "https://bot:s3cret@git.example.com/r.git"],
      "must hold no secrets"),
     (["--deployer", "flux", "--git-path", "../elsewhere"], "without '..'"),
+    (["--deployer", "flux", "--git-path", "x", "--flux-source", "Flux_System"], "is not a Flux GitRepository name"),
     # outside a Git repository the bundle's place in it is unknown
     (["--deployer", "flux"], "is not inside a Git repository"),
     # flags of another deployer are a usage error, not silently ignored

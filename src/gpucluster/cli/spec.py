@@ -124,7 +124,8 @@ def _git_source(deployer: str, out: Path, git_path: str | None, git_url: str | N
                          "(its Applications name it)")
     return deployers.GitSource(path=deployers.check_git_path(git_path),
                                url=deployers.check_git_url(git_url) if git_url is not None else "",
-                               revision=git_revision or "HEAD", flux_source=flux_source or "flux-system")
+                               revision=git_revision or "HEAD",
+                               flux_source=deployers.check_flux_source(flux_source or "flux-system"))
 
 
 @click.command("catalog")

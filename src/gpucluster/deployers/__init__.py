@@ -18,11 +18,12 @@ docs/gitops.md shows each bundle and how a pipeline uses it.
 from __future__ import annotations
 
 from gpucluster.deployers import argocd, flux, helmfile
-from gpucluster.deployers.common import GitSource, check_git_path, check_git_url, path_in_git
+from gpucluster.deployers.common import GitSource, check_flux_source, check_git_path, check_git_url, path_in_git
 from gpucluster.render import Rendered
 from gpucluster.spec.model import ClusterSpec
 
-__all__ = ["DEPLOYERS", "GIT_DEPLOYERS", "GitSource", "check_git_path", "check_git_url", "files", "path_in_git"]
+__all__ = ["DEPLOYERS", "GIT_DEPLOYERS", "GitSource", "check_flux_source", "check_git_path", "check_git_url", "files",
+           "path_in_git"]
 
 DEPLOYERS = ("kustomize", "flux", "argocd", "helmfile")
 #: Deployers that read the bundle from a Git repository (and so need to know where it sits there).

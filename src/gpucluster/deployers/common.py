@@ -64,6 +64,14 @@ def check_git_path(path: str) -> str:
     return "" if str(pure) == "." else str(pure)
 
 
+def check_flux_source(name: str) -> str:
+    """A GitRepository name (a DNS-1123 label, as every Flux object name); InputError otherwise."""
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
+        raise InputError(f"--flux-source {name!r} is not a Flux GitRepository name (lower-case letters, digits "
+                         "and '-', at most 63): give the name of the GitRepository in flux-system, e.g. flux-system")
+    return name
+
+
 def check_git_url(url: str) -> str:
     """A repository URL without credentials in it (the bundle holds no secrets); InputError otherwise."""
     parts = urlsplit(url)
