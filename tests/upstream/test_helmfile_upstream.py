@@ -56,7 +56,7 @@ def test_helmfile_loads_the_rendered_file_and_plans_the_locks_order(helmfile_che
     # a misspelt release key: helmfile decodes strictly
     (lambda d: d["releases"][1].update(valuez=d["releases"][1].pop("values")), "field valuez not found"),
     # a need without the other release's namespace means one in the needing release's own namespace
-    (lambda d: d["releases"][1].update(needs=["pod-network"]), "pod-network"),
+    (lambda d: d["releases"][1].update(needs=["pod-network"]), 'undefined release "gpu-operator/pod-network"'),
 ])
 def test_helmfile_refuses_a_broken_file_its_intact_twin_loads(helmfile_check, tmp_path, break_it, refusal):
     doc, _ = helmfile(SPECS[0])

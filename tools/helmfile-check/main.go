@@ -4,8 +4,8 @@
 //	helmfile-check FILE
 //
 // The file goes through helmfile's own code (github.com/helmfile/helmfile, pkg/state): the
-// StateCreator's Parse with Strict on (what `helmfile` uses: an unknown key or a value of the wrong
-// type is an error), the release overrides that rewrite each `needs` entry into a release ID
+// StateCreator's ParseAndLoad for the default environment, whose Parse runs with Strict on (what
+// `helmfile` uses: an unknown key or a value of the wrong type is an error), the release overrides that rewrite each `needs` entry into a release ID
 // (GetReleasesWithOverrides, as app.go does before every command), then PlanReleases, which groups
 // the releases by their `needs` (a need naming no release of the file is an error). The file must
 // be plain YAML: helmfile renders only *.gotmpl files as templates.
@@ -39,7 +39,9 @@ func check(file string) (*answer, error) {
 		return nil, err
 	}
 	creator := state.NewCreator(zap.NewNop().Sugar(), filesystem.DefaultFileSystem(), nil, nil, "", "", nil, false, "")
-	st, err := creator.Parse(content, filepath.Dir(file), file)
+	// As the desired-state loader does for the default environment: Parse (strict), bases, the
+	// environment's values (the state's RenderedValues, which release conditions read).
+	st, err := creator.ParseAndLoad(content, filepath.Dir(file), file, state.DefaultEnv, false, true, true, nil, nil)
 	if err != nil {
 		return nil, err
 	}
