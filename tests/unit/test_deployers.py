@@ -95,7 +95,7 @@ def test_flux_kustomizations_wait_for_namespaces_releases_and_the_crds_each_fold
     assert deps["gpucluster-network-operator"] == ["gpucluster-namespaces", "gpucluster-tenants",
                                                    "gpucluster-release-network-operator"]
     assert deps["gpucluster-gpu-operator"] == ["gpucluster-namespaces"]  # ConfigMaps: before the operator reads them
-    for folder in ("namespaces", "gpu-operator", "volcano", "network-operator", "tenants", "monitoring"):
+    for folder in ("namespaces", "gpu-operator", "volcano", "tenants", "monitoring"):
         assert ks[f"gpucluster-{folder}"]["path"] == f"./deploy/lab/{folder}"
         assert (out / folder / "kustomization.yaml").is_file()
     listed = yaml.safe_load((out / "flux" / "kustomization.yaml").read_text())["resources"]
@@ -103,6 +103,36 @@ def test_flux_kustomizations_wait_for_namespaces_releases_and_the_crds_each_fold
     entry = yaml.safe_load((out / "flux" / "entry.yaml").read_text())
     assert (entry["kind"], entry["spec"]["path"], entry["spec"]["sourceRef"]) == (
         "Kustomization", "./deploy/lab/flux", {"kind": "GitRepository", "name": "flux-system"})
+
+
+@pytest.mark.parametrize("deployer", ["flux", "argocd"])
+def test_a_folder_whose_crds_the_operator_makes_later_is_applied_in_two_steps(rendered, deployer):
+    # nv-ipam's IPPool CRD appears only once the network operator reconciles the NicClusterPolicy
+    # (AFTER_KINDS): one apply of the whole folder would be refused and never get that far.
+    out, _ = rendered(deployer)
+    overlays = out / deployer / "overlays"
+    first = yaml.safe_load((overlays / "network-operator" / "kustomization.yaml").read_text())
+    late = yaml.safe_load((overlays / "network-operator-late" / "kustomization.yaml").read_text())
+    assert first["resources"] == late["resources"] == ["../../../network-operator"]
+    dropped = {(yaml.safe_load(p["patch"])["kind"], yaml.safe_load(p["patch"])["$patch"]) for p in first["patches"]}
+    kept_out = {yaml.safe_load(p["patch"])["kind"] for p in late["patches"]}
+    assert dropped == {("IPPool", "delete")}
+    assert kept_out == {"NicClusterPolicy", "NetworkAttachmentDefinition"}  # the late step is the IPPools alone
+    assert sorted(p.name for p in overlays.iterdir()) == ["network-operator", "network-operator-late"]
+    if deployer == "flux":
+        ks = {d["metadata"]["name"]: d["spec"] for d in docs(out / "flux", "kustomization-*.yaml").values()}
+        assert ks["gpucluster-network-operator"]["path"] == "./deploy/lab/flux/overlays/network-operator"
+        assert ks["gpucluster-network-operator-late"]["path"] == "./deploy/lab/flux/overlays/network-operator-late"
+        assert {"name": "gpucluster-network-operator"} in ks["gpucluster-network-operator-late"]["dependsOn"]
+    else:
+        apps = {d["metadata"]["name"]: d for d in docs(out / "argocd", "application-*.yaml").values()}
+        first_app, late_app = apps["gpucluster-network-operator"], apps["gpucluster-network-operator-late"]
+        wave = {a: int(apps[a]["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for a in apps}
+        assert wave["gpucluster-network-operator-late"] > wave["gpucluster-network-operator"]
+        assert late_app["spec"]["source"]["path"] == "deploy/lab/argocd/overlays/network-operator-late"
+        # it fails until the operator made the CRD: it retries without limit, the others five times
+        assert late_app["spec"]["syncPolicy"]["retry"]["limit"] == -1
+        assert first_app["spec"]["syncPolicy"]["retry"]["limit"] == 5
 
 
 def test_argocd_waves_follow_the_lock_and_values_come_from_the_bundle(rendered):

@@ -7,7 +7,8 @@ Layout (every Application in namespace ``argocd``, project ``default``, named ``
     argocd/application-*.yaml          gpucluster-namespaces (wave 0); gpucluster-release-<r> per lock
                                        entry (wave 1 + its ``after`` depth); gpucluster-<component> per
                                        component folder (the wave after the releases whose CRDs it
-                                       needs and the folders that create its namespaces, else 1)
+                                       needs and the folders that create its namespaces, else 1); a
+                                       folder applied in two steps (common.Part) through overlays/
 
 A release's Application has two sources, as Argo CD documents for "Helm value files from external
 Git repository" (argo-cd v3.3.19 docs/user-guide/multiple_sources.md): the chart at its exact
@@ -34,8 +35,8 @@ from gpucluster.deployers.common import (
     ChartRepo,
     GitSource,
     chart_repo,
-    folder_needs,
-    plain_folders,
+    overlay,
+    parts,
     waves,
 )
 from gpucluster.errors import InputError
@@ -67,21 +68,29 @@ def files(spec: ClusterSpec, rendered: Rendered, source: GitSource) -> dict[str,
     wave = {rel: 1 + w for rel, w in waves(rendered.releases).items()}
     apps = [application(NAMESPACES, 0, git_source(source, NAMESPACES), None)]
     apps += [release_application(rel, repos[rel.name], wave[rel.name], source) for rel in rendered.releases]
-    needs = folder_needs(rendered)
+    steps = {p.name: p for p in parts(rendered)}
+    step_wave: dict[str, int] = {}  # apart from the releases' waves: a folder may share a release's name
+    out: dict[str, str] = {}
 
-    folders: dict[str, int] = {}  # apart from the releases' waves: a folder may share a release's name
+    def part_wave(name: str, seen: tuple[str, ...] = ()) -> int:
+        if name in seen:
+            raise ValueError(f"component folders wait for each other in a cycle: {' -> '.join((*seen, name))}")
+        if name not in step_wave:
+            part = steps[name]
+            before = [wave[r] for r in part.releases] + [part_wave(f, (*seen, name)) for f in part.folders]
+            if part.after:
+                before.append(part_wave(part.after, (*seen, name)))
+            step_wave[name] = 1 + max(before, default=0)
+        return step_wave[name]
 
-    def folder_wave(comp: str, seen: tuple[str, ...] = ()) -> int:
-        if comp in seen:
-            raise ValueError(f"component folders wait for each other in a cycle: {' -> '.join((*seen, comp))}")
-        if comp not in folders:
-            folders[comp] = 1 + max([wave[r] for r in needs[comp].releases]
-                                    + [folder_wave(f, (*seen, comp)) for f in needs[comp].folders], default=0)
-        return folders[comp]
-
-    for comp in plain_folders(rendered)[1:]:
-        apps.append(application(comp, folder_wave(comp), git_source(source, comp), None))
-    out = {f"argocd/{file_name(a)}": dump(a) for a in apps}
+    for part in steps.values():
+        src = git_source(source, part.folder)
+        if part.drop:
+            src = git_source(source, f"argocd/overlays/{part.name}")
+            out[f"argocd/overlays/{part.name}/kustomization.yaml"] = dump(overlay(part, 3))
+        # a late step fails until the operator has made its kinds' CRDs: it retries without limit
+        apps.append(application(part.name, part_wave(part.name), src, None, retry_forever=bool(part.after)))
+    out.update({f"argocd/{file_name(a)}": dump(a) for a in apps})
     out["argocd/kustomization.yaml"] = dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
                                              "kind": "Kustomization", "resources": [file_name(a) for a in apps]})
     out["argocd/entry.yaml"] = dump(obj(API, "Application", PREFIX, NAMESPACE, spec={
@@ -95,7 +104,7 @@ def git_source(source: GitSource, folder: str) -> dict[str, Any]:
 
 
 def application(part: str, wave: int, src: dict[str, Any] | None, sources: list[dict[str, Any]] | None,
-                namespace: str | None = None) -> Obj:
+                namespace: str | None = None, *, retry_forever: bool = False) -> Obj:
     """An Application ``gpucluster-<part>`` in sync wave ``wave`` (one source, or several)."""
     spec: dict[str, Any] = {"project": PROJECT}
     if src is not None:
@@ -103,7 +112,10 @@ def application(part: str, wave: int, src: dict[str, Any] | None, sources: list[
     if sources is not None:
         spec["sources"] = sources
     spec["destination"] = {"server": IN_CLUSTER, **({"namespace": namespace} if namespace else {})}
+    # limit < 0: unlimited retries (docs/operator-manual/application.yaml, syncPolicy.retry.limit)
     spec["syncPolicy"] = SYNC_POLICY
+    if retry_forever:
+        spec["syncPolicy"] = {**SYNC_POLICY, "retry": {**SYNC_POLICY["retry"], "limit": -1}}
     return obj(API, "Application", f"{PREFIX}-{part}", NAMESPACE, annotations={L.ARGOCD_SYNC_WAVE: str(wave)},
                spec=spec)
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+import yaml
+
 from gpucluster import components
 from gpucluster.errors import InputError
 from gpucluster.render import Rendered
@@ -101,41 +103,83 @@ def waves(releases: list[Release]) -> dict[str, int]:
     return {r.name: out[r.name] for r in releases}
 
 
-@dataclass(frozen=True)
-class FolderNeeds:
-    """What a component folder waits for before it can be applied (besides the namespaces folder)."""
+#: A Kubernetes kind as (apiVersion, kind).
+Kind = tuple[str, str]
 
+
+def chart_kinds(release: str) -> set[Kind]:
+    """Kinds whose CRDs ``release``'s chart installs (its render module's ``CHART_KINDS``)."""
+    return set(getattr(module(components.get(release)), "CHART_KINDS", ()))
+
+
+def late_kinds(release: str) -> dict[Kind, Kind]:
+    """Kinds whose CRDs ``release``'s operator applies only while it reconciles another kind (``AFTER_KINDS``)."""
+    return dict(getattr(module(components.get(release)), "AFTER_KINDS", {}))
+
+
+@dataclass(frozen=True)
+class Part:
+    """One apply step of a component folder, with what it waits for (besides the namespaces folder).
+
+    Usually the whole folder. A folder holding objects whose CRDs appear only once the operator has
+    reconciled another of its objects (``AFTER_KINDS``: nv-ipam's IPPool after the NicClusterPolicy)
+    is applied in two steps, because Flux and Argo CD refuse a whole apply when one object's kind is
+    not served yet: the folder without those objects, then those objects alone (``<folder>-late``).
+    A step that leaves objects out is a kustomize overlay of the folder that deletes them.
+    """
+
+    name: str
+    folder: str
+    #: Objects of the folder this step leaves out.
+    drop: tuple[dict, ...] = ()
     #: Releases whose CRDs its objects need (lock order).
-    releases: tuple[str, ...]
+    releases: tuple[str, ...] = ()
     #: Other component folders that create namespaces its objects live in (registry order), such as
     #: the tenants folder for a secondary network's attachments in tenant namespaces.
-    folders: tuple[str, ...]
+    folders: tuple[str, ...] = ()
+    #: The step this one follows (a late step: the folder's first step).
+    after: str = ""
 
 
-def folder_needs(rendered: Rendered) -> dict[str, FolderNeeds]:
-    """Per component folder but the namespaces: the releases and folders it waits for."""
-    kinds = {rel.name: set(getattr(module(components.get(rel.name)), "CHART_KINDS", ())) for rel in rendered.releases}
+def parts(rendered: Rendered) -> list[Part]:
+    """The apply steps of every component folder but the namespaces, in registry order."""
+    made = {k: rel.name for rel in rendered.releases for k in chart_kinds(rel.name)}
+    late = {k for rel in rendered.releases for k in late_kinds(rel.name)}
     folders = [c for c, objs in rendered.components.items() if objs]
+    if NAMESPACES not in folders:
+        raise ValueError("the render has no namespaces component; releases have nowhere to go")
     creates = {o["metadata"]["name"]: comp for comp in folders for o in rendered.components[comp]
                if o["kind"] == "Namespace"}
-    out = {}
+
+    def needs(comp: str, objs: list[dict]) -> dict:
+        kinds = {(o["apiVersion"], o["kind"]) for o in objs}
+        homes = {creates.get(o["metadata"].get("namespace", "")) for o in objs}
+        return {"releases": tuple(r.name for r in rendered.releases if r.name in {made.get(k) for k in kinds}),
+                "folders": tuple(f for f in folders if f in homes and f not in (comp, NAMESPACES))}
+
+    out = []
     for comp in folders:
         if comp == NAMESPACES:
             continue
         objs = rendered.components[comp]
-        used = {(o["apiVersion"], o["kind"]) for o in objs}
-        homes = {creates.get(o["metadata"].get("namespace", "")) for o in objs}
-        out[comp] = FolderNeeds(tuple(rel.name for rel in rendered.releases if used & kinds[rel.name]),
-                                tuple(f for f in folders if f in homes and f not in (comp, NAMESPACES)))
+        later = [o for o in objs if (o["apiVersion"], o["kind"]) in late]
+        first = [o for o in objs if o not in later]
+        if not later or not first:
+            out.append(Part(comp, comp, **needs(comp, objs)))
+            continue
+        out.append(Part(comp, comp, drop=tuple(later), **needs(comp, first)))
+        out.append(Part(f"{comp}-late", comp, drop=tuple(first), after=comp, **needs(comp, later)))
     return out
 
 
-def plain_folders(rendered: Rendered) -> list[str]:
-    """The component folders of the kustomize bundle, namespaces first (registry order)."""
-    folders = [c for c, objs in rendered.components.items() if objs]
-    if NAMESPACES not in folders:
-        raise ValueError("the render has no namespaces component; releases have nowhere to go")
-    return [NAMESPACES, *(c for c in folders if c != NAMESPACES)]
+def overlay(part: Part, depth: int) -> dict:
+    """A kustomization ``depth`` folders below the bundle that applies ``part``'s folder without ``part.drop``."""
+    deletes = [{"$patch": "delete", "apiVersion": o["apiVersion"], "kind": o["kind"],
+                "metadata": {k: o["metadata"][k] for k in ("name", "namespace") if k in o["metadata"]}}
+               for o in part.drop]
+    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": ["../" * depth + part.folder],
+            "patches": [{"patch": yaml.safe_dump(d, sort_keys=False)} for d in deletes]}
 
 
 @dataclass(frozen=True)

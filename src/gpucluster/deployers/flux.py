@@ -12,6 +12,7 @@ Layout (every object in namespace ``flux-system``, named ``gpucluster-...``)::
                                          lock, ``dependsOn`` its ``after``, values from the ConfigMap
     flux/releases/<r>/values.yaml        the values (the same bytes as helm/<r>.values.yaml)
     flux/releases/<r>/kustomizeconfig.yaml  lets kustomize rewrite valuesFrom to the hashed ConfigMap name
+    flux/overlays/<part>/kustomization.yaml a folder applied in two steps (common.Part): each step's objects
 
 Values reach a HelmRelease as Flux's documentation recommends for values managed in Git: a
 ConfigMap from kustomize's configMapGenerator, whose name carries a hash of the content, referenced
@@ -26,7 +27,8 @@ v1.9.4 ``KustomizationSpec.DependsOn``), so each release sits behind its own Kus
 ``wait: true`` (Ready only once its HelmRelease is Ready). A release's Kustomization depends on the
 namespaces and on the Kustomizations of its ``after``; its HelmRelease repeats ``after`` as
 ``dependsOn``. A component folder's Kustomization depends on the namespaces, on the folders that
-create the namespaces its objects live in, and on the release Kustomizations whose CRDs it needs.
+create the namespaces its objects live in, and on the release Kustomizations whose CRDs it needs; the
+second step of a folder applied in two (:class:`~gpucluster.deployers.common.Part`) depends on the first.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from gpucluster.deployers.common import (
     ChartRepo,
     GitSource,
     chart_repo,
-    folder_needs,
-    plain_folders,
+    overlay,
+    parts,
 )
 from gpucluster.render import Rendered
 from gpucluster.render.common import Obj, obj
@@ -94,10 +96,13 @@ def files(spec: ClusterSpec, rendered: Rendered, values: dict[str, str], source:
             "resources": [file_name(hr)],
             "configMapGenerator": [{"name": values_name(rel), "namespace": NAMESPACE, "files": ["values.yaml"]}],
             "configurations": ["kustomizeconfig.yaml"]})
-    needs = folder_needs(rendered)
-    for comp in plain_folders(rendered)[1:]:
-        top.append(kustomization(comp, source.join(comp), [NAMESPACES, *needs[comp].folders,
-                                                           *(f"release-{r}" for r in needs[comp].releases)], source))
+    for part in parts(rendered):
+        path = source.join(part.folder)
+        if part.drop:
+            path = source.join("flux", "overlays", part.name)
+            out[f"flux/overlays/{part.name}/kustomization.yaml"] = dump(overlay(part, 3))
+        top.append(kustomization(part.name, path, [NAMESPACES, *part.folders, *([part.after] if part.after else []),
+                                                   *(f"release-{r}" for r in part.releases)], source))
     for o in top:
         out[f"flux/{file_name(o)}"] = dump(o)
     out["flux/kustomization.yaml"] = dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
