@@ -152,5 +152,5 @@ NAD_RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 
 # -- Deployers (render --deployer) ----------------------------------------------------------------
 #: Argo CD annotation: the sync wave of an object; lower waves are applied (and must be healthy)
-#: first (argo-cd v3.3.19 docs/user-guide/sync-waves.md).
+#: first (github.com/argoproj/argo-cd/v3@v3.3.19/docs/user-guide/sync-waves.md).
 ARGOCD_SYNC_WAVE = "argocd.argoproj.io/sync-wave"

@@ -11,16 +11,18 @@ Layout (every Application in namespace ``argocd``, project ``default``, named ``
                                        folder applied in two steps (common.Part) through overlays/
 
 A release's Application has two sources, as Argo CD documents for "Helm value files from external
-Git repository" (argo-cd v3.3.19 docs/user-guide/multiple_sources.md): the chart at its exact
-version from the repository the lock names, and the bundle's Git repository as ``ref: values``,
-so ``helm/<r>.values.yaml`` of the bundle is the values file (``$values/<path>/helm/<r>.values.yaml``)
-and exists once. OCI registries are written without ``oci://``, as Argo CD spells Helm OCI
-repositories (docs/user-guide/helm.md).
+Git repository": the chart at its exact version from the repository the lock names, and the
+bundle's Git repository as ``ref: values``, so ``helm/<r>.values.yaml`` of the bundle is the values
+file (``$values/<path>/helm/<r>.values.yaml``) and exists once. OCI registries are written without
+``oci://``, as Argo CD spells Helm OCI repositories.
 
 Sync waves order Applications only when a parent Application syncs them (the app of apps here)
 and only wait for a child's health if Argo CD assesses Applications' health, which it stopped
-doing by default in 1.8 (docs/operator-manual/health.md, "Argocd App": add the Lua health check
-to ``argocd-cm``); docs/gitops.md says how.
+doing by default in 1.8 ("Argocd App": add the Lua health check to ``argocd-cm``); docs/gitops.md
+says how. Sources (A = github.com/argoproj/argo-cd/v3@v3.3.19):
+A/docs/user-guide/multiple_sources.md, A/docs/user-guide/helm.md, A/docs/operator-manual/health.md,
+A/docs/user-guide/sync-options.md ("Server-Side Apply"), A/docs/operator-manual/application.yaml
+(``retry.limit`` below 0: unlimited).
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def application(part: str, wave: int, src: dict[str, Any] | None, sources: list[
     if sources is not None:
         spec["sources"] = sources
     spec["destination"] = {"server": IN_CLUSTER, **({"namespace": namespace} if namespace else {})}
-    # limit < 0: unlimited retries (docs/operator-manual/application.yaml, syncPolicy.retry.limit)
+    # retry.limit < 0: unlimited retries (see the module docstring's application.yaml)
     spec["syncPolicy"] = SYNC_POLICY
     if retry_forever:
         spec["syncPolicy"] = {**SYNC_POLICY, "retry": {**SYNC_POLICY["retry"], "limit": -1}}

@@ -125,7 +125,7 @@ class Part:
     reconciled another of its objects (``AFTER_KINDS``: nv-ipam's IPPool after the NicClusterPolicy)
     is applied in two steps, because Flux and Argo CD refuse a whole apply when one object's kind is
     not served yet (Flux dry-runs every object before applying any: fluxcd/pkg ssa/manager_apply.go
-    ``ApplyAll``; Argo CD: argo-cd v3.3.19 docs/user-guide/sync-options.md, "Skip Dry Run for new
+    ``ApplyAll``; Argo CD: github.com/argoproj/argo-cd/v3@v3.3.19/docs/user-guide/sync-options.md, "Skip Dry Run for new
     custom resources types"): the folder without those objects, then those objects alone (``<folder>-late``).
     A step that leaves objects out is a kustomize overlay of the folder that deletes them.
     """

@@ -1,12 +1,13 @@
 """The helmfile bundle: ``OUT/helmfile.yaml``, next to the kustomize bundle whose values it uses.
 
 One release per lock entry: chart and exact version from the repository the lock names (an OCI
-registry without ``oci://`` and ``oci: true``, helmfile v1.8.0 docs/integrations.md; a local
-chart folder as the chart's path, for air-gapped sites), ``values: [helm/<r>.values.yaml]`` (paths
-in a helmfile are relative to it, docs/paths.md), and ``needs`` from ``after``. helmfile identifies
-a release by ``[[KUBECONTEXT/]NAMESPACE/]NAME`` and a need without a namespace means the needing
-release's own namespace (docs/releases.md; pkg/state/state.go ``reformat``), so every need names
-the other release's namespace.
+registry without ``oci://`` and with ``oci: true``; a local chart folder as the chart's path, for
+air-gapped sites), ``values: [helm/<r>.values.yaml]`` (relative paths in a helmfile are relative to
+it), and ``needs`` from ``after``. helmfile identifies a release by ``[[KUBECONTEXT/]NAMESPACE/]NAME``
+and reads a need without a namespace as one in the needing release's own namespace (pkg/state/state.go
+``reformat``), so every need names the other release's namespace. Sources:
+github.com/helmfile/helmfile@v1.8.0/docs/integrations.md, github.com/helmfile/helmfile@v1.8.0/docs/paths.md,
+github.com/helmfile/helmfile@v1.8.0/docs/releases.md.
 
 ``helmDefaults`` make each batch wait until its workloads and jobs are ready before the next one
 starts (``wait``, ``waitForJobs``), and keep Helm from creating namespaces: the namespaces come
