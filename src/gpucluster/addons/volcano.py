@@ -42,11 +42,9 @@ NAME = "volcano"
 NAMES = ("vc-scheduler", "vc-controller-manager")
 #: Only what plain Volcano Jobs need; the rest (cronjob, jobflow, hypernode discovery…) stays off.
 CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
-#: Packages (in tools/volcano-crds) controller-gen reads, as volcano's own `make manifests` does.
-CRD_PACKAGES = tuple(
-    f"volcano.sh/apis/pkg/apis/{p}"
-    for p in ("batch/v1alpha1", "bus/v1alpha1", "nodeinfo/v1alpha1", "scheduling/v1beta1", "topology/v1alpha1")
-)
+#: Packages (in tools/volcano-crds) controller-gen reads, as volcano's own `make manifests` does
+#: (one list: the ``volcano-crds`` toolchain entry's).
+CRD_PACKAGES = TOOLS["volcano-crds"].crd_packages
 #: CRDs the two daemons wait for (their informers never sync without them).
 REQUIRED_CRDS = (
     "jobs.batch.volcano.sh",
@@ -79,7 +77,7 @@ def crds_dir(*, say: Say | None = None) -> Path:
     go, _ = gobuild.find_go()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".volcano-crds-", dir=target.parent))
-    cmd = [str(controller_gen), "crd:crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0"]
+    cmd = [str(controller_gen), tool.crd_options]
     cmd += [f"paths={p}" for p in CRD_PACKAGES] + [f"output:crd:dir={tmp}"]
     if say:
         say(f"→ generating the Volcano CRDs with controller-gen ({tool.version}) …")
