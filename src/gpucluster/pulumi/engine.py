@@ -218,6 +218,21 @@ class Engine:
 
     def _pending_operations(self, name: str) -> list[Any]:
         """Pending operations in the stack's checkpoint, read from the file backend (no CLI start)."""
+        return list(self._checkpoint(name).get("pending_operations") or [])
+
+    def state_resources(self, name: str) -> list[dict[str, Any]]:
+        """The resources stack ``name``'s state records, plus those of its pending operations (a create an
+        interrupted run left pending may exist on the cluster: it is ours too); [] for a new stack.
+
+        Read from the file backend's checkpoint, without a CLI start (``pulumi stack export`` would cost
+        one per stack); a backend other than a folder would export instead.
+        """
+        latest = self._checkpoint(name)
+        pending = [op.get("resource") or {} for op in latest.get("pending_operations") or []]
+        return [*(latest.get("resources") or []), *pending]
+
+    def _checkpoint(self, name: str) -> dict[str, Any]:
+        """The ``latest`` deployment of the stack's checkpoint ({} when the stack has none yet)."""
         import gzip
         import json
 
@@ -227,8 +242,8 @@ class Engine:
             if path.is_file():
                 with opener(path, "rt") as fh:
                     doc = json.load(fh)
-                return list(((doc.get("checkpoint") or {}).get("latest") or {}).get("pending_operations") or [])
-        return []
+                return dict((doc.get("checkpoint") or {}).get("latest") or {})
+        return {}
 
 
 def _interruptible(operation: Callable[[], Any]) -> Any:

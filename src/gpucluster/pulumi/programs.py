@@ -66,7 +66,8 @@ def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -
     check_platform(p)
     k8s = provider(kubeconfig, context)
     base = pulumi.ResourceOptions(providers={"kubernetes": k8s})
-    ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", [])}, base)
+    ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", []), "adopt": p.adopt},
+                    base)
     out = {"namespaces": ns}
     by_ns = ns.namespaces
     installed: dict[str, pulumi.Resource] = {}  # releases registered so far (registry order)
@@ -79,6 +80,7 @@ def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -
             out[comp] = c.register(comp, comp, {
                 "objects": objects, "releases": releases, "namespaces": by_ns, "installed": dict(installed),
                 "chart_kinds": getattr(mod, "CHART_KINDS", ()), "after_kinds": getattr(mod, "AFTER_KINDS", {}),
+                "adopt": p.adopt,
             }, base)
             installed.update(out[comp].releases)
     if p.node_patches:
@@ -105,12 +107,12 @@ def tenants(p: StackPlan, kubeconfig: str | None, context: str | None = None) ->
     ns_res: dict[str, pulumi.Resource] = {}
     out: dict[str, c.ClusterObjects] = {}
     for tenant, objs in groups.items():
-        out[tenant] = c.register("tenants", tenant, {"objects": objs}, base)
+        out[tenant] = c.register("tenants", tenant, {"objects": objs, "adopt": p.adopt}, base)
         ns_res.update(out[tenant].namespaces)
     nets = p.components.get("secondary-networks", [])
     if nets:
         out["secondary-networks"] = c.register("secondary-networks", "secondary-networks",
-                                               {"objects": nets, "namespaces": ns_res}, base)
+                                               {"objects": nets, "namespaces": ns_res, "adopt": p.adopt}, base)
     pulumi.export("skipped", [s.__dict__ for s in p.skipped])
     return out
 
@@ -123,7 +125,9 @@ def from_config() -> None:
     """Entry of ``stacks/<name>/__main__.py``: read stack config, plan, run the named program.
 
     Config: ``gpucluster:inventory`` (folder with cluster.yaml, relative to the stack folder or
-    absolute), optional ``gpucluster:kubeconfig`` and ``gpucluster:remoteCharts`` (default true).
+    absolute), optional ``gpucluster:kubeconfig``, ``gpucluster:remoteCharts`` (default true) and
+    ``gpucluster:adopt`` (a list of ``KIND/NAMESPACE/NAME``: objects imported and retained, as
+    ``gpucluster up --adopt``; keep them listed, or a later run stops retaining them).
     """
     cfg = pulumi.Config("gpucluster")
     inventory = Path(cfg.require("inventory")).expanduser()
@@ -134,5 +138,8 @@ def from_config() -> None:
     context = cfg.get("context")
     facts = discover(kubeconfig, remote_charts=cfg.get_bool("remoteCharts") is not False, context=context)
     plans = plan(render(load_spec(inventory)), facts)
+    from gpucluster.pulumi.ownership import mark_adopted
+
+    mark_adopted(plans, cfg.get_object("adopt") or [])
     name = pulumi.get_project().removeprefix("gpucluster-")
     PROGRAMS[name](plans[name], kubeconfig, context)
