@@ -35,8 +35,9 @@ class Report:
     #: Objects not applied because the cluster does not serve their kind, even after the releases ran.
     left_out: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    #: Objects adopted by this run (``--adopt``): imported, and left in place by ``down``.
-    adopted: list[str] = field(default_factory=list)
+    #: The ownership check before the first create: objects looked up, API calls, seconds, and the
+    #: objects this run adopted (``--adopt``: imported, left in place by ``down``).
+    ownership: dict[str, Any] = field(default_factory=dict)
     #: ``down``: what it deletes and what it keeps (:meth:`gpucluster.pulumi.teardown.Teardown.as_dict`).
     teardown: dict[str, Any] = field(default_factory=dict)
     # Cluster checks after `up`: counts plus every failed and skipped row (with its reason).
@@ -307,7 +308,7 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
         engine.setup()
         # Before the first create: nothing the stacks would create may exist unless it is ours or adopted.
         owns = guard(engine, plans, facts, kubeconfig, context, adopt)
-        report.adopted = [str(r) for r in owns.adopted_now]
+        report.ownership = owns.as_dict()
         say(owns.summary())
     programs = _programs(plans, kubeconfig, context)
     for name in ("platform", "tenants"):

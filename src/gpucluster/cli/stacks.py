@@ -50,7 +50,7 @@ def print_report(report: Report, output: str) -> None:
     for s in report.skipped:
         mark = "[red]not applied[/red]" if s.get("cause") == "unserved" else "[yellow]not installed[/yellow]"
         console.print(f"{mark} ({s['stack']}) {s['what']}: {s['reason']}")
-    for item in report.adopted:
+    for item in report.ownership.get("adopted", []):
         console.print(f"adopted {item}: imported into the stack state; `gpucluster down` leaves it in place",
                       markup=False)
     for item in report.not_ready:

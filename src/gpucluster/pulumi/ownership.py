@@ -183,6 +183,10 @@ class Ownership:
     calls: int = 0
     seconds: float = 0.0
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"looked_up": self.looked_up, "calls": self.calls, "seconds": round(self.seconds, 3),
+                "adopted": [str(r) for r in self.adopted_now]}
+
     def summary(self) -> str:
         kept = sum(len(a) for a in self.adopt.values())
         return (f"ownership: {self.looked_up} object(s) not in the stack state looked up on the cluster "
