@@ -459,15 +459,21 @@ def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Pat
     engine = Engine(state, spec.metadata.name)
     with run.phase("what down deletes"):
         from gpucluster.pulumi import teardown
-        from gpucluster.pulumi.cluster import namespace_contents
+        from gpucluster.pulumi.cluster import live_uids, namespace_contents
 
-        resources = [r for name in ("tenants", "platform") for r in engine.state_resources(name)]
-        plan_ = teardown.of(spec.metadata.name, resources, lambda nss: namespace_contents(kubeconfig, nss, context))
+        states = {name: engine.state_resources(name) for name in ("tenants", "platform")}
+        plan_ = teardown.of(spec.metadata.name, states, lambda nss: namespace_contents(kubeconfig, nss, context),
+                            lambda wanted: live_uids(kubeconfig, wanted, context))
         report.teardown = plan_.as_dict()
     for line in plan_.lines():
         run.console.print(line, soft_wrap=True, markup=False)
     if confirm is not None and not plan_.empty and not confirm(plan_):
         raise Declined("nothing was deleted")
+    if plan_.replaced:
+        with run.phase("state") as say:
+            for rec in plan_.replaced:
+                engine.forget(rec.stack, rec.urn)
+            say(f"{len(plan_.replaced)} object(s) re-made by someone else dropped from the stack state, left in place")
     empty = {n: StackPlan(n) for n in ("platform", "tenants")}
     programs = _programs(empty, kubeconfig, context)
     for name in ("tenants", "platform"):

@@ -117,6 +117,30 @@ def existing(kubeconfig: str | Path | None, refs: Collection[Ref],
         api.close()
 
 
+def live_uids(kubeconfig: str | Path | None, wanted: Mapping[Ref, str], context: str | None = None) -> dict[Ref, str]:
+    """The uid of each object of ``wanted`` (ref → apiVersion) that exists now: metadata-only lists, one
+    per kind and namespace (one per kind when cluster-scoped), none for a kind the cluster does not serve."""
+    api = _client(kubeconfig, context)
+    try:
+        resources = api_resources(api)
+        groups: dict[tuple[str, str, str], dict[str, Ref]] = {}
+        for ref, api_version in wanted.items():
+            groups.setdefault((api_version, ref.kind, ref.namespace), {})[ref.name] = ref
+        out: dict[Ref, str] = {}
+        for (api_version, kind, ns), names in sorted(groups.items()):
+            if (api_version, kind) not in resources:
+                continue
+            plural, namespaced = resources[(api_version, kind)]
+            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            path = f"{base}/namespaces/{ns}/{plural}" if ns and namespaced else f"{base}/{plural}"
+            for meta in api.metadata(path) or []:
+                if meta.get("name") in names:
+                    out[names[meta["name"]]] = str(meta.get("uid", ""))
+        return out
+    finally:
+        api.close()
+
+
 def namespace_contents(kubeconfig: str | Path | None, namespaces: Iterable[str],
                        context: str | None = None) -> dict[str, tuple[int, int]]:
     """Pods and PersistentVolumeClaims in each namespace now (metadata-only lists; (0, 0) when it is gone)."""

@@ -216,6 +216,21 @@ class Engine:
         stack.refresh(clear_pending_creates=True, color="never", on_output=on_output)
 
 
+    def forget(self, name: str, urn: str) -> None:
+        """Drop one resource from stack ``name``'s state without touching the cluster (``pulumi state
+        delete``): for an object that is no longer the one the stack made (see
+        :mod:`gpucluster.pulumi.teardown`)."""
+        from pulumi import automation as auto
+
+        stack = self._stack(name, lambda: None)
+        assert self._env is not None
+        try:
+            self._cmd.run(["state", "delete", urn, "--stack", self.environment, "--yes", "--color", "never"],
+                          stack.workspace.work_dir, self._env)
+        except auto.errors.CommandError as err:
+            raise StackFailed(f"stack {name}: cannot drop {urn} from the state: {_last_error(str(err))}. Nothing "
+                              f"was deleted; the state is in {self.dir / 'backend'}.") from None
+
     def _pending_operations(self, name: str) -> list[Any]:
         """Pending operations in the stack's checkpoint, read from the file backend (no CLI start)."""
         return list(self._checkpoint(name).get("pending_operations") or [])
