@@ -5,7 +5,8 @@ before the first ``up``, which refuses it (exit 2) and changes nothing → cold 
 Namespace//monitoring`` → converged re-run without the flag (0 changes) → one tenant's GPU quota
 raised (exactly 1 update) → quota admission and taints at work → the probe chart installed from a
 local path with the stack's values → a DeviceClass that matches no device fails ``up``'s verify step →
-``down`` leaves nothing behind but the adopted Namespace and the user's ConfigMap. Needs the toolchain
+``down`` leaves nothing behind but the adopted Namespace, the user's ConfigMap and a ConfigMap someone
+re-made under one of our names. Needs the toolchain
 (local world + ``pulumi`` + ``pulumi-resource-kubernetes``); skipped with the reason otherwise
 (GPUCLUSTER_REQUIRE_TOOLS=1 fails instead).
 """
@@ -327,13 +328,22 @@ def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: 
 
 def test_down_removes_everything_it_created_and_leaves_what_it_adopted(cold, kc, lw: Cluster, theirs):
     _, state, _ = cold
+    # Someone deletes our dashboard ConfigMap (in their adopted Namespace) and makes their own of that name.
+    dashboard = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"namespace": "monitoring", "name": "gpucluster-gpu-dashboard"}}
+    assert _get(kc, dashboard) is not None
+    kc.delete("/api/v1/namespaces/monitoring/configmaps/gpucluster-gpu-dashboard")
+    remade = kc.create("/api/v1/namespaces/monitoring/configmaps", {**dashboard, "data": {"mine": "now"}})
     report = run_down(LOCAL, world_dir=lw.state_dir, state_dir=state, keep_world=True, quiet=True)
     assert all(c["deleted"] > 0 for c in report.stacks)
     assert report.teardown["kept"] == ["Namespace//monitoring"]
+    assert report.teardown["replaced"] == ["ConfigMap/monitoring/gpucluster-gpu-dashboard"]
     assert "monitoring" not in report.teardown["namespaces"] and "ml-research" in report.teardown["namespaces"]
     plans = plan(render(load_spec(LOCAL)), discover(lw.kubeconfig))
     left = [o for p in plans.values() for o in p.objects() if _get(kc, o) is not None]
-    assert [(o["kind"], o["metadata"]["name"]) for o in left] == [("Namespace", "monitoring")]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in left) == [
+        ("ConfigMap", "gpucluster-gpu-dashboard"), ("Namespace", "monitoring")]
+    assert _get(kc, dashboard)["metadata"]["uid"] == remade["metadata"]["uid"]  # theirs, not deleted
     _theirs_untouched(kc, theirs)  # their Namespace, still Active, and their ConfigMap in it
     assert _get(kc, {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"namespace": "volcano-system", "name": "volcano-values"}}) is None
