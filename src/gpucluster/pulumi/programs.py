@@ -35,7 +35,9 @@ def provider(kubeconfig: str | None, context: str | None = None) -> pulumi.Provi
         "cluster",
         kubeconfig=kubeconfig,
         context=context,
-        # Objects are applied server-side under one field manager, so a drifted field is taken back.
+        # Server-side apply: node labels and taints are NodePatch resources, which provider 4.25.0 refuses
+        # without it ("patch resources require Server-Side Apply mode", tried on the local world). With it a
+        # create is an upsert, so `gpucluster up` checks first (gpucluster.pulumi.ownership).
         enable_server_side_apply=True,
         opts=pulumi.ResourceOptions(version=PROVIDER_VERSION),
     )
