@@ -49,7 +49,7 @@ class Report:
 
     def count_changes(self) -> int:
         self.changes = (sum(h.get("changed", 0) for h in self.hosts.values())
-                        + sum(c["created"] + c["updated"] + c["deleted"] for c in self.stacks))
+                        + sum(c["created"] + c.get("imported", 0) + c["updated"] + c["deleted"] for c in self.stacks))
         return self.changes
 
 
@@ -485,5 +485,5 @@ def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Pat
 
 
 def _counts_line(c: dict[str, Any]) -> str:
-    return (f"{c['stack']}: {c['created']} created, {c['updated']} updated, {c['deleted']} deleted, "
-            f"{c['same']} unchanged")
+    return (f"{c['stack']}: {c['created']} created, " + (f"{c['imported']} imported, " if c.get("imported") else "")
+            + f"{c['updated']} updated, {c['deleted']} deleted, {c['same']} unchanged")

@@ -149,6 +149,7 @@ def _retained(state: Path) -> dict[str, bool]:
 def test_up_with_adopt_imports_the_namespace_keeps_their_configmap_and_applies_the_spec(cold, kc, theirs):
     report, state, _ = cold
     assert report.ownership["adopted"] == ["Namespace//monitoring"]
+    assert _counts(report, "platform")["imported"] == 1 and _counts(report, "tenants")["imported"] == 0
     ns = _theirs_untouched(kc, theirs)  # the same object (uid), imported, not re-created
     (ours,) = [o for o in render(load_spec(LOCAL)).objects() if o["kind"] == "Namespace"
                and o["metadata"]["name"] == "monitoring"]
@@ -305,6 +306,13 @@ def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, kc, 
     values = json.loads(cm["data"]["values.json"])
     assert {k: values[k] for k in volcano.values} == volcano.values
     assert not [s for s in report.skipped if s["what"].startswith("release volcano")]
+    # The ownership check sees a release by its Helm records (what another `up` would have to adopt).
+    from gpucluster.pulumi.cluster import existing
+    from gpucluster.pulumi.ownership import release_ref
+
+    installed, absent = release_ref(volcano.namespace, "volcano"), release_ref(volcano.namespace, "not-installed")
+    found, _ = existing(lw.kubeconfig, [installed, absent], discover(lw.kubeconfig).resources)
+    assert found == {installed}
 
 
 def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: Cluster, tmp_path):

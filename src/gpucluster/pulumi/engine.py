@@ -41,7 +41,9 @@ class Counts:
         c = self.changes
         return {"stack": self.stack, "operation": self.operation, "seconds": round(self.seconds, 2),
                 "created": c.get("create", 0), "updated": c.get("update", 0) + c.get("replace", 0),
-                "deleted": c.get("delete", 0), "same": c.get("same", 0)}
+                "deleted": c.get("delete", 0), "same": c.get("same", 0),
+                # objects adopted (`up --adopt`): taken into the state, not created
+                "imported": c.get("import", 0)}
 
 
 def _version_of(cli: str) -> tuple[int, ...]:

@@ -271,8 +271,9 @@ def refusal(foreign: list[Ref], environment: str, *, applied: bool = False) -> s
     lines.append("`gpucluster up` takes over nothing it did not create: " + (
         "the objects above were not applied (the platform stack's first pass was)." if applied else
         "nothing was changed."))
-    lines.append("Either adopt them: " + " ".join(f"--adopt {r}" for r in foreign) +
-                 " (the stacks import each one and apply the fields the spec sets; `gpucluster down` leaves it "
-                 "in place),")
-    lines.append("or delete or rename them yourself, then run `gpucluster up` again.")
+    them, each = ("them", "each one") if n != 1 else ("it", "it")
+    lines.append(f"Either adopt {them}: gpucluster up " + " ".join(f"--adopt {r}" for r in foreign) +
+                 f" (the stacks import {each} and apply the fields the spec sets; `gpucluster down` leaves "
+                 f"{them} in place),")
+    lines.append(f"or delete or rename {them} yourself, then run `gpucluster up` again.")
     return "\n".join(lines)
