@@ -156,9 +156,11 @@ def parse_adopt(values: Iterable[str]) -> list[Wanted]:
         parts = text.split("/")
         if len(parts) != 3 or not parts[0] or not parts[2] or any(p != p.strip() or not p.isprintable()
                                                                   for p in parts):
-            hint = (f" (a cluster-scoped object has an empty NAMESPACE: {parts[0]}//{parts[1]})"
-                    if len(parts) == 2 and all(parts) else "")
-            bad.append(f"--adopt {text!r}: expected {ADOPT_SYNTAX}{hint}")
+            if len(parts) == 2 and all(parts):  # the namespace slot left out: name the fix
+                bad.append(f"--adopt {text!r}: expected KIND/NAMESPACE/NAME; a cluster-scoped object has an empty "
+                           f"NAMESPACE: {parts[0]}//{parts[1]}")
+            else:
+                bad.append(f"--adopt {text!r}: expected {ADOPT_SYNTAX}")
             continue
         kind, _, group = parts[0].partition(".")
         out.append(Wanted(text, kind, parts[1], parts[2], group or None))
