@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpucluster import inventory as inventories
 from gpucluster import lockfile, ownership, prerequisites
-from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
+from gpucluster.errors import Declined, GpuclusterError, InputError, PhaseFailed
 from gpucluster.hostlayer import EVENTS_FILE
 from gpucluster.spec.model import ClusterSpec
 
@@ -45,6 +45,11 @@ class Report:
     #: Objects not applied because the cluster does not serve their kind, even after the releases ran.
     left_out: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The ownership check before the first create: objects looked up, API calls, seconds, and the
+    #: objects this run adopted (``--adopt``: imported, left in place by ``down``).
+    ownership: dict[str, Any] = field(default_factory=dict)
+    #: ``down``: what it deletes and what it keeps (:meth:`gpucluster.pulumi.teardown.Teardown.as_dict`).
+    teardown: dict[str, Any] = field(default_factory=dict)
     # Cluster checks after `up`: counts plus every failed and skipped row (with its reason).
     verify: dict[str, Any] = field(default_factory=dict)
     #: The host layer's counts per host (ok, changed, failures, ...), when it ran.
@@ -54,7 +59,7 @@ class Report:
 
     def count_changes(self) -> int:
         self.changes = (sum(h.get("changed", 0) for h in self.hosts.values())
-                        + sum(c["created"] + c["updated"] + c["deleted"] for c in self.stacks))
+                        + sum(c["created"] + c.get("imported", 0) + c["updated"] + c["deleted"] for c in self.stacks))
         return self.changes
 
 
@@ -198,7 +203,8 @@ def _state_of(spec: ClusterSpec, state_dir: Path | None, world_dir: Path | None,
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
            verify: bool = True, reset: bool = False, context: str | None = None,
-           partial: bool = False, hosts: bool = True, chart_repositories: bool = True) -> Report:
+           partial: bool = False, hosts: bool = True, chart_repositories: bool = True,
+           adopt: Sequence[str] = ()) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
     ``partial``: rows the closing verification cannot measure do not fail the run (they are still
@@ -207,6 +213,10 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     ``chart_repositories`` False: chart repositories cannot be reached from here, so releases from a
     repository are reported as not installed, with the objects whose CRDs they bring, and what their
     node agents would publish is not measured (a partial run, like the local world).
+    ``adopt``: ``KIND/NAMESPACE/NAME`` of objects that exist on the cluster and that the stacks may take
+    over: imported and retained (``down`` leaves them). Any other object the stacks would create that
+    exists and is not in the stack state stops the run before the first create
+    (:mod:`gpucluster.pulumi.ownership`).
 
     The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
     stops at once naming the first instead of racing it.
@@ -214,13 +224,16 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     report = Report("?", "preview" if dry_run else "up")
     run = Runner(report, quiet)
     with run.phase("validate"):
+        from gpucluster.pulumi.ownership import parse_adopt
+
+        parse_adopt(adopt)  # a malformed --adopt stops the run before anything starts
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with _held(spec, state, world_dir, kubeconfig):
         _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
             kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial,
-            hosts=hosts, chart_repositories=chart_repositories)
+            hosts=hosts, chart_repositories=chart_repositories, adopt=adopt)
     report.count_changes()
     return report
 
@@ -262,7 +275,7 @@ def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path 
 def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
         context: str | None = None, partial: bool = False, hosts: bool = True,
-        chart_repositories: bool = True) -> Report:
+        chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
     world = None
     if not inventories.is_local(spec):
         kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
@@ -284,7 +297,7 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
                                 "plane, the Pulumi engine and the provider are real")
     charts = chart_repositories and world is None
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context,
-            charts=charts)
+            charts=charts, adopt=adopt)
     if verify and not dry_run:
         from gpucluster.verify.report import summary_line
 
@@ -332,14 +345,15 @@ def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: floa
 
 
 def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | None, state: Path, *,
-            local: bool, dry_run: bool, context: str | None = None, charts: bool = True) -> Report:
+            local: bool, dry_run: bool, context: str | None = None, charts: bool = True,
+            adopt: Sequence[str] = ()) -> Report:
     from gpucluster.pulumi.cluster import discover, wait_ready
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import plan
     from gpucluster.render import render
 
     rendered = render(spec)
-    with run.phase("plan"):
+    with run.phase("plan") as say:
         facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
         # Kinds whose CRDs no release of ours brings (the Prometheus Operator's): exit 2 before any stack runs.
         prerequisites.check(rendered.objects(), facts.served, simulated=local,
@@ -347,6 +361,10 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
         plans = plan(rendered, facts)
         engine = Engine(state, spec.metadata.name)
         engine.setup()
+        # Before the first create: nothing the stacks would create may exist unless it is ours or adopted.
+        owns = guard(engine, plans, facts, kubeconfig, context, adopt)
+        report.ownership = owns.as_dict()
+        say(owns.summary())
     programs = _programs(plans, kubeconfig, context)
     for name in ("platform", "tenants"):
         with run.phase(f"{name} stack") as say:
@@ -355,7 +373,7 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
             say(_counts_line(counts.as_dict()))
             if name == "platform" and not dry_run and _unserved(plans):
                 # The releases just installed may have brought the CRDs of objects left out at plan time.
-                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, charts, local)
+                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, charts, local, adopt)
                 programs = _programs(plans, kubeconfig, context)
     report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
     if not dry_run:
@@ -384,8 +402,27 @@ def _unserved(plans: dict[str, Any]) -> list[Any]:
 CRD_WAIT_S = 120.0
 
 
+def guard(engine: Any, plans: dict[str, Any], facts: Any, kubeconfig: Path | None, context: str | None,
+          adopt: Sequence[str], *, applied: bool = False) -> Any:
+    """The ownership check of :mod:`gpucluster.pulumi.ownership` against both stacks' state; sets what each
+    stack plan imports and retains. Raises ObjectsNotOurs (exit 2) for an object that exists and is not ours."""
+    from gpucluster.pulumi import ownership
+    from gpucluster.pulumi.cluster import existing
+
+    owned: dict[Any, bool] = {}
+    for name in plans:
+        for ref, retained in ownership.in_state(engine.state_resources(name)).items():
+            owned[ref] = owned.get(ref, False) or retained
+    result = ownership.check(plans, owned, lambda refs: existing(kubeconfig, refs, facts.resources, context),
+                             adopt, environment=engine.environment, applied=applied)
+    for name, p in plans.items():
+        p.adopt = result.adopt.get(name, {})
+    return result
+
+
 def _second_pass(report: Report, say: Callable[[str], None], engine: Any, rendered: Any, plans: dict[str, Any],
-                 kubeconfig: Path | None, context: str | None, charts: bool, local: bool) -> dict[str, Any]:
+                 kubeconfig: Path | None, context: str | None, charts: bool, local: bool,
+                 adopt: Sequence[str] = ()) -> dict[str, Any]:
     """Wait for the kinds left out to be served, plan again and apply the platform stack once more."""
     from gpucluster.pulumi.cluster import discover, served_kinds_of
     from gpucluster.pulumi.plan import plan
@@ -399,6 +436,8 @@ def _second_pass(report: Report, say: Callable[[str], None], engine: Any, render
         time.sleep(2)
     facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
     again = plan(rendered, facts)
+    # The objects admitted now were looked up too (their kinds were not served then): same rule.
+    guard(engine, again, facts, kubeconfig, context, adopt, applied=True)
     still = {s.what for s in _unserved(again)}
     if wanted - still:
         say(f"{len(wanted - still)} object(s) whose CRDs the releases installed: applying them now")
@@ -415,12 +454,19 @@ def _left_out_objects(rendered: Any, stack_plan: Any) -> list[dict[str, Any]]:
 
 def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,
              kubeconfig: Path | None = None, keep_world: bool = False, quiet: bool = False,
-             context: str | None = None) -> Report:
+             context: str | None = None, confirm: Callable[[Any], bool] | None = None) -> Report:
     """The body of ``gpucluster down``: tenants, then platform, then (local) the world.
+
+    Before the stacks are destroyed object by object, what that deletes (from the stack state: each
+    Namespace with the pods and PersistentVolumeClaims it holds now, Helm releases, other objects by
+    kind) and what it keeps (adopted objects) is printed and put in the report; ``confirm`` (the CLI's
+    question, unless ``--yes``) gets that :class:`~gpucluster.pulumi.teardown.Teardown` and may stop
+    the run (:class:`~gpucluster.errors.Declined`) before anything is deleted. None: no question.
 
     On the local world (without ``keep_world``) the stacks are not destroyed object by object: the
     world is stopped and its etcd data deleted, which takes every object with it in a second instead
-    of waiting for each deletion; the stack state goes too, as it describes nothing any more.
+    of waiting for each deletion; the stack state goes too, as it describes nothing any more. Nothing
+    is asked there: the simulated world and everything in it are gpucluster's.
     """
     report = Report("?", "destroy")
     run = Runner(report, quiet)
@@ -430,11 +476,12 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with _held(spec, state, world_dir, kubeconfig):
         return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world,
-                     context=context)
+                     context=context, confirm=confirm)
 
 
 def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_dir: Path | None,
-          kubeconfig: Path | None, keep_world: bool, context: str | None = None) -> Report:
+          kubeconfig: Path | None, keep_world: bool, context: str | None = None,
+          confirm: Callable[[Any], bool] | None = None) -> Report:
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import StackPlan
 
@@ -455,11 +502,30 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
                     stopped = world.down()
                     say(f"stopped {', '.join(stopped) or 'nothing'}; the cluster's data went with it")
             ownership.remove(state, STACK_STATE, STACK_STATE_PARTS)
-            report.notes.append("local world stopped with its data: every object of both stacks went with it "
-                                "(nothing to destroy one by one); stack state removed" if world is not None else
+            report.notes.append("local world (SIMULATED, all of it gpucluster's) stopped with its data: every "
+                                "object in it went with it, nothing was asked (`down --keep-world` destroys the "
+                                "stacks object by object, listing and asking as on a real cluster); stack state "
+                                "removed" if world is not None else
                                 "local world not running: nothing to destroy; stack state removed")
             return report
     engine = Engine(state, spec.metadata.name)
+    with run.phase("what down deletes"):
+        from gpucluster.pulumi import teardown
+        from gpucluster.pulumi.cluster import live_uids, namespace_contents
+
+        states = {name: engine.state_resources(name) for name in ("tenants", "platform")}
+        plan_ = teardown.of(spec.metadata.name, states, lambda nss: namespace_contents(kubeconfig, nss, context),
+                            lambda wanted: live_uids(kubeconfig, wanted, context))
+        report.teardown = plan_.as_dict()
+    for line in plan_.lines():
+        run.console.print(line, soft_wrap=True, markup=False)
+    if confirm is not None and not plan_.empty and not confirm(plan_):
+        raise Declined("nothing was deleted")
+    if plan_.replaced:
+        with run.phase("state") as say:
+            for rec in plan_.replaced:
+                engine.forget(rec.stack, rec.urn)
+            say(f"{len(plan_.replaced)} object(s) re-made by someone else dropped from the stack state, left in place")
     empty = {n: StackPlan(n) for n in ("platform", "tenants")}
     programs = _programs(empty, kubeconfig, context)
     for name in ("tenants", "platform"):
@@ -471,5 +537,5 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
 
 
 def _counts_line(c: dict[str, Any]) -> str:
-    return (f"{c['stack']}: {c['created']} created, {c['updated']} updated, {c['deleted']} deleted, "
-            f"{c['same']} unchanged")
+    return (f"{c['stack']}: {c['created']} created, " + (f"{c['imported']} imported, " if c.get("imported") else "")
+            + f"{c['updated']} updated, {c['deleted']} deleted, {c['same']} unchanged")
