@@ -255,7 +255,7 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
-        import time
+        from gpucluster.poll import Deadline, poll
 
         engines = _engine_children()
         for pid in engines:
@@ -265,12 +265,10 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
                 pass
         # The engine cancels in-flight steps and writes its checkpoint; wait for it to be done with
         # the state before this process goes (a second Ctrl-C ends the wait).
-        deadline = time.monotonic() + 120
+        deadline = Deadline.after(120)
         thread.join(120)
-        while any(Path(f"/proc/{pid}").exists() and _state_of(pid) != "Z" for pid in engines):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        poll(lambda: not any(Path(f"/proc/{pid}").exists() and _state_of(pid) != "Z" for pid in engines),
+             timeout=deadline, every=0.1)
         raise
     if "error" in result:
         raise result["error"]
