@@ -302,3 +302,35 @@ def test_pause_without_a_c_compiler_is_one_clear_error(env: Path, monkeypatch: p
     monkeypatch.setenv("CC", "no-such-cc")
     with pytest.raises(GoMissing, match=r"no C compiler \(no-such-cc\) found: pause is Kubernetes' pause.c"):
         core.ensure(["pause"], progress=False)
+
+
+# A fake controller-gen: logs its working folder and arguments, writes one CRD file per `paths=` package.
+FAKE_CONTROLLER_GEN = """#!/bin/sh
+echo "$PWD $*" >> "$FAKE_GO_LOG.controller-gen"
+out=""; for a in "$@"; do case "$a" in output:crd:dir=*) out="${a#output:crd:dir=}" ;; esac; done
+for a in "$@"; do case "$a" in paths=*) p="${a#paths=}"; n=$(echo "$p" | tr '/.' '__')
+  printf 'apiVersion: apiextensions.k8s.io/v1\\nkind: CustomResourceDefinition\\n' > "$out/$n.yaml" ;; esac; done
+"""
+
+
+def test_every_crd_entry_runs_controller_gen_in_its_own_module_with_its_packages_and_options(env: Path) -> None:
+    produced = _script(env / "controller-gen", FAKE_CONTROLLER_GEN)
+    cache.install(TOOLS["controller-gen"], produced, {})
+    paths = core.ensure(["crds", "volcano-crds"], progress=False)
+    calls = (env / "go.log.controller-gen").read_text().splitlines()
+    assert len(calls) == 2  # one run per entry, nothing generated anywhere else
+    root = gobuild.wrappers_root()
+    for name, call in zip(("crds", "volcano-crds"), calls, strict=True):
+        tool = TOOLS[name]
+        cwd, args = call.split(" ", 1)
+        assert Path(cwd) == root / tool.module  # the packages resolve in the entry's own wrapper module
+        assert args.split()[0] == f"crd:{tool.crd_options}"
+        assert [a.removeprefix("paths=") for a in args.split() if a.startswith("paths=")] == list(tool.crd_packages)
+        assert paths[name] == cache.version_dir(tool) / name
+        assert len(list(paths[name].glob("*.yaml"))) == len(tool.crd_packages)
+    # Volcano's as its own `make manifests` (CRD_OPTIONS), and every package imported by the wrapper module
+    assert TOOLS["volcano-crds"].crd_options == "crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0"
+    for name in ("crds", "volcano-crds"):
+        imports = "".join(p.read_text() for p in (root / TOOLS[name].module).glob("*.go"))
+        assert all(f'"{pkg}"' in imports for pkg in TOOLS[name].crd_packages), name
+    assert "volcano-crds" in DEFAULT_TOOLS  # `gpucluster tools install` builds it with the rest

@@ -54,7 +54,7 @@ def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | Non
 
 
 def _up(world: World, spec: Any, inventory: Path | None, *, no_crds: bool, all_crds: bool, reset: bool) -> None:
-    result = world.up(extra_tools=() if no_crds else ("kubectl", "crds"), reset=reset)
+    result = world.up(extra_tools=() if no_crds else ("crds",), reset=reset)
     if result.already_running:
         click.echo(f"already running and healthy (state: {world.dir}); nothing changed")
     elif not result.fresh:

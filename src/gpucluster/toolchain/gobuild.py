@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpucluster.errors import GoMissing, ToolError
-from gpucluster.toolchain.versions import CRD_PACKAGES, MIN_GO, Tool, wrappers_root
+from gpucluster.toolchain.versions import MIN_GO, Tool, wrappers_root
 
 Progress = Callable[[str], None]
 
@@ -222,16 +222,14 @@ def default_binary_name(package: str) -> str:
     return parts[-1]
 
 
-def generate_crds(controller_gen: Path, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
-    """Run controller-gen over :data:`CRD_PACKAGES` (resolved in ``tools/crds``) into ``out_dir``.
-
-    Descriptions are dropped (``maxDescLen=0``): validation is unchanged and the Prometheus-family
-    CRDs shrink from megabytes to a size the local API server loads quickly.
-    """
-    module_dir = wrappers_root() / "crds"
-    cmd = [str(controller_gen), "crd:crdVersions=v1,maxDescLen=0"]
-    cmd += [f"paths={pkg}" for pkg in CRD_PACKAGES]
+def generate_crds(tool: Tool, controller_gen: Path, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
+    """Run controller-gen with ``tool``'s ``crd`` options over its packages (resolved in its wrapper module)
+    into ``out_dir``: the one place CRDs are generated (``crds``, ``volcano-crds``)."""
+    if not tool.crd_packages:
+        raise ValueError(f"{tool.name} names no API packages to generate CRDs from")
+    cmd = [str(controller_gen), f"crd:{tool.crd_options}" if tool.crd_options else "crd"]
+    cmd += [f"paths={pkg}" for pkg in tool.crd_packages]
     cmd += [f"output:crd:dir={out_dir}"]
-    _run_logged(cmd, module_dir, log, "CRDs", progress)
+    _run_logged(cmd, _module_dir(tool.module), log, f"the CRDs of {tool.name}", progress)
     if not any(out_dir.glob("*.yaml")):
-        raise ToolError(f"controller-gen produced no CRDs; log: {log}")
+        raise ToolError(f"controller-gen produced no CRDs for {tool.name}; log: {log}")

@@ -86,6 +86,10 @@ class Tool:
     generate: str = ""
     #: The file name in the cache when it is not the tool's name (a library's soname).
     output: str = ""
+    #: ``kind="crds"``: the Go API packages (required by the wrapper module) controller-gen reads, and
+    #: its ``crd`` generator options.
+    crd_packages: tuple[str, ...] = ()
+    crd_options: str = ""
 
     @property
     def binary(self) -> str:
@@ -176,6 +180,8 @@ _ALL: list[Tool] = [
         ldflags=(f"-X sigs.k8s.io/controller-tools/pkg/version.version={CONTROLLER_TOOLS}",),
         version_text=f"Version: {CONTROLLER_TOOLS}\n",
     ),
+    # Descriptions are dropped (maxDescLen=0): validation is unchanged and the Prometheus-family CRDs
+    # shrink from megabytes to a size the local API server loads quickly.
     Tool(
         name="crds",
         version=f"monitoring-{PROMETHEUS_OPERATOR}_cg-{CONTROLLER_TOOLS}",
@@ -183,6 +189,8 @@ _ALL: list[Tool] = [
         kind="crds",
         needs=("controller-gen",),
         version_args=(),
+        crd_packages=("github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",),
+        crd_options="crdVersions=v1,maxDescLen=0",
     ),
     # promtool checks and unit-tests the rendered PrometheusRule (Prometheus 3.16.0 = module v0.316.0).
     Tool(
@@ -311,27 +319,25 @@ _ALL: list[Tool] = [
         version_args=(),
         optional=True,
     ),
-    # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds). Optional until
-    # generate_crds reads the tool's own module and packages (it only knows tools/crds today);
-    # gpucluster.local.volcano generates them itself meanwhile.
+    # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds), with the options of
+    # Volcano's own `make manifests` (its Makefile's CRD_OPTIONS: crdVersions=v1,generateEmbeddedObjectMeta=true,
+    # maxDescLen=0 as for its job CRD). The version says "volcano-apis": an entry of an earlier gpucluster
+    # named "apis-…" held other CRDs.
     Tool(
         name="volcano-crds",
-        version=f"apis-{versions.VOLCANO_APIS}_cg-{CONTROLLER_TOOLS}",
+        version=f"volcano-apis-{versions.VOLCANO_APIS}_cg-{CONTROLLER_TOOLS}",
         module="volcano-crds",
         kind="crds",
         needs=("controller-gen",),
         version_args=(),
-        optional=True,
+        crd_packages=tuple(f"volcano.sh/apis/pkg/apis/{p}" for p in (
+            "batch/v1alpha1", "bus/v1alpha1", "nodeinfo/v1alpha1", "scheduling/v1beta1", "topology/v1alpha1")),
+        crd_options="crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0",
     ),
 ]
 
 #: Every known tool by name, in build order.
 TOOLS: dict[str, Tool] = {t.name: t for t in _ALL}
-
-#: Go API packages (inside tools/crds) that controller-gen turns into CRDs.
-CRD_PACKAGES: tuple[str, ...] = (
-    "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",
-)
 
 #: What ``ensure()`` builds when no names are given: everything not marked optional.
 DEFAULT_TOOLS: tuple[str, ...] = tuple(t.name for t in _ALL if not t.optional)
