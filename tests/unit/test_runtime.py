@@ -212,3 +212,30 @@ def test_an_add_on_started_by_the_runtime_is_recorded_and_stopped_with_its_recor
         assert addons.load(tmp_path, "volcano") == {} and not listening(ports["vc-scheduler"])
     finally:
         addons.stop_all(tmp_path)
+
+
+BACKGROUND = ("import sys; from pathlib import Path; from gpucluster.local import addons; "
+              "stop = addons.stop_event(Path(sys.argv[1])); print('waiting', flush=True); stop.wait(); "
+              "print('stopped', flush=True)")
+
+
+@pytest.mark.parametrize("how", ["sigterm", "world removed"])
+def test_a_background_add_on_process_ends_on_sigterm_or_once_the_worlds_kubeconfig_is_gone(
+        tmp_path: Path, how: str) -> None:
+    import signal
+    import subprocess
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\n")
+    proc = subprocess.Popen([sys.executable, "-c", BACKGROUND, str(kubeconfig)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "waiting\n"  # its handler is in place
+        if how == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            kubeconfig.unlink()
+        assert proc.wait(timeout=30) == 0 and proc.stdout.read() == "stopped\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -15,6 +15,9 @@ files (``gpucluster.local.world.OWNED``), only from a marked world folder.
 from __future__ import annotations
 
 import json
+import logging
+import signal
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -112,6 +115,22 @@ def running(state_dir: Path, name: str, expected: Iterable[str]) -> bool:
     """True when add-on ``name`` recorded exactly ``expected``, each running and answering its health URL."""
     comps = load(state_dir, name)
     return set(comps) == set(expected) and all(c.ours() and _healthy(c) for c in comps.values())
+
+
+def stop_event(kubeconfig: Path) -> threading.Event:
+    """For an add-on's background process: an event set on SIGTERM (``down`` stops it by pid) or once the
+    world's ``kubeconfig`` is gone (the world was removed under it), checked every second."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def watch_world() -> None:
+        while not stop.wait(1.0):
+            if not kubeconfig.exists():
+                logging.getLogger("gpucluster.addons").info("kubeconfig %s is gone (world down): stopping", kubeconfig)
+                stop.set()
+
+    threading.Thread(target=watch_world, daemon=True).start()
+    return stop
 
 
 def status(state_dir: Path) -> list[AddonProcess]:

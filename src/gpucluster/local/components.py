@@ -159,16 +159,24 @@ def _apiserver_args(layout: Layout) -> list[str]:
     ]
 
 
-def _controller_manager_args(layout: Layout) -> list[str]:
-    pki, kc, ports = layout.pki, layout.kubeconfig("controller-manager"), layout.ports
+def _secure_serving(layout: Layout, name: str, user: str) -> list[str]:
+    """The health/metrics endpoint of a component: TLS on loopback, requests authorized through the API server."""
+    pki, kc = layout.pki, layout.kubeconfig(user)
     return [
-        f"--kubeconfig={kc}",
         f"--authentication-kubeconfig={kc}",
         f"--authorization-kubeconfig={kc}",
         f"--bind-address={HOST}",
-        f"--secure-port={ports['kube-controller-manager']}",
+        f"--secure-port={layout.ports[name]}",
         f"--tls-cert-file={pki.cert('serving')}",
         f"--tls-private-key-file={pki.key('serving')}",
+    ]
+
+
+def _controller_manager_args(layout: Layout) -> list[str]:
+    pki = layout.pki
+    return [
+        f"--kubeconfig={layout.kubeconfig('controller-manager')}",
+        *_secure_serving(layout, "kube-controller-manager", "controller-manager"),
         "--leader-elect=false",
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki.sa_private}",
@@ -189,15 +197,9 @@ def _controller_manager_args(layout: Layout) -> list[str]:
 
 
 def _scheduler_args(layout: Layout) -> list[str]:
-    pki, kc, ports = layout.pki, layout.kubeconfig("scheduler"), layout.ports
     return [
         f"--config={layout.dir / 'scheduler.yaml'}",
-        f"--authentication-kubeconfig={kc}",
-        f"--authorization-kubeconfig={kc}",
-        f"--bind-address={HOST}",
-        f"--secure-port={ports['kube-scheduler']}",
-        f"--tls-cert-file={pki.cert('serving')}",
-        f"--tls-private-key-file={pki.key('serving')}",
+        *_secure_serving(layout, "kube-scheduler", "scheduler"),
         "--profiling=false",
     ]
 

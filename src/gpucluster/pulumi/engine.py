@@ -255,6 +255,7 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
+        from gpucluster import procs
         from gpucluster.poll import Deadline, poll
 
         engines = _engine_children()
@@ -267,19 +268,13 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
         # the state before this process goes (a second Ctrl-C ends the wait).
         deadline = Deadline.after(120)
         thread.join(120)
-        poll(lambda: not any(Path(f"/proc/{pid}").exists() and _state_of(pid) != "Z" for pid in engines),
-             timeout=deadline, every=0.1)
+        # identity() is None once a process is gone or a zombie (never reaped here: the engine's own
+        # subprocess handling waits for it)
+        poll(lambda: all(procs.identity(pid) is None for pid in engines), timeout=deadline, every=0.1)
         raise
     if "error" in result:
         raise result["error"]
     return result.get("value")
-
-
-def _state_of(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
 
 
 def _engine_children() -> list[int]:
