@@ -239,3 +239,53 @@ def test_a_background_add_on_process_ends_on_sigterm_or_once_the_worlds_kubeconf
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- the local world through the runtime: a fresh world whose API server fails leaves nothing behind -----------
+
+FAKE_ETCD = textwrap.dedent(
+    """
+    import http.server, ssl, sys
+    flags = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+    host, port = flags["listen-client-urls"].rsplit("/", 1)[1].split(":")
+
+    class Ready(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer((host, int(port)), Ready)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(flags["cert-file"], flags["key-file"])
+    tls.load_verify_locations(flags["trusted-ca-file"])
+    tls.verify_mode = ssl.CERT_REQUIRED  # as etcd's --client-cert-auth
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    server.serve_forever()
+    """
+)
+
+
+def test_a_fresh_world_whose_api_server_fails_stops_its_etcd_and_keeps_no_state(tmp_path: Path, monkeypatch) -> None:
+    from gpucluster.local import world as world_mod
+
+    etcd = tmp_path / "bin" / "etcd"  # answers /readyz over TLS with the world's certificates, as etcd would
+    etcd.parent.mkdir()
+    etcd.write_text(f"#!{sys.executable}\n{FAKE_ETCD}")
+    etcd.chmod(0o755)
+    monkeypatch.setattr(world_mod, "path_of", lambda name: etcd if name == "etcd" else Path("/bin/false"))
+    port = procs.free_port()
+    folder = tmp_path / "w"
+    try:
+        with pytest.raises(LocalWorldError, match="kube-apiserver exited during start-up"):
+            world_mod.World(folder, ports={"etcd": port}, timeout=30).up()
+        assert (folder / "logs" / "etcd.log").is_file()  # the error names the API server: etcd was ready
+        assert not listening(port), "etcd was left running"
+        assert not (folder / "state.json").exists()
+        assert world_mod.World(folder).status() == []
+    finally:
+        for pid in procs.find_leftovers(folder, [Path(sys.executable)]):
+            procs.stop(pid, grace=2)
