@@ -334,3 +334,17 @@ def test_every_crd_entry_runs_controller_gen_in_its_own_module_with_its_packages
         imports = "".join(p.read_text() for p in (root / TOOLS[name].module).glob("*.go"))
         assert all(f'"{pkg}"' in imports for pkg in TOOLS[name].crd_packages), name
     assert "volcano-crds" in DEFAULT_TOOLS  # `gpucluster tools install` builds it with the rest
+
+
+def test_the_volcano_add_on_generates_its_crds_through_the_toolchain_entry_only_when_controller_gen_is_built(
+        env: Path) -> None:
+    from gpucluster.addons import volcano
+
+    with pytest.raises(ToolMissing, match=r"gpucluster tools install volcano-crds"):
+        volcano.crds_dir()  # neither built: nothing is built behind the user's back (controller-gen takes minutes)
+    assert not (env / "go.log.controller-gen").exists()
+    cache.install(TOOLS["controller-gen"], _script(env / "controller-gen", FAKE_CONTROLLER_GEN), {})
+    said: list[str] = []
+    folder = volcano.crds_dir(say=said.append)
+    assert folder == cache.version_dir(TOOLS["volcano-crds"]) / "volcano-crds" and said[0].startswith("→ generating")
+    assert volcano.crds_dir() == folder and len((env / "go.log.controller-gen").read_text().splitlines()) == 1
