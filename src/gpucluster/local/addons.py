@@ -138,8 +138,8 @@ def status(state_dir: Path) -> list[AddonProcess]:
     out = []
     for name in names(state_dir):
         for comp in load(state_dir, name).values():
-            running = alive(state_dir, comp)
-            out.append(AddonProcess(name, comp, running, running and _healthy(comp)))
+            runs = alive(state_dir, comp)
+            out.append(AddonProcess(name, comp, runs, runs and _healthy(comp)))
     return out
 
 
