@@ -26,7 +26,6 @@ from gpucluster import inventory as inventories
 from gpucluster import lockfile, ownership
 from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
 from gpucluster.hostlayer import EVENTS_FILE
-from gpucluster.poll import poll
 
 
 @dataclass
@@ -305,6 +304,7 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
     and every failed or not-measured row.
     """
     from gpucluster import expected
+    from gpucluster.poll import poll
     from gpucluster.verify import cluster, report
     from gpucluster.verify.model import Verdict
 
@@ -372,6 +372,7 @@ CRD_WAIT_S = 120.0
 def _second_pass(report: Report, say: Callable[[str], None], engine: Any, rendered: Any, plans: dict[str, Any],
                  kubeconfig: Path | None, context: str | None, charts: bool, local: bool) -> dict[str, Any]:
     """Wait for the kinds left out to be served, plan again and apply the platform stack once more."""
+    from gpucluster.poll import poll
     from gpucluster.pulumi.cluster import discover, served_kinds_of
     from gpucluster.pulumi.plan import plan
 

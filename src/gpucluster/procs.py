@@ -1,6 +1,6 @@
 """Processes we start and their records: loopback ports, spawning daemons, health probes, stopping by pid.
 
-These are the primitives; :mod:`gpucluster.runtime` runs components with them (start, record, wait until
+These are the primitives; :mod:`gpucluster.local.runtime` runs components with them (start, record, wait until
 ready, roll back, stop).
 
 A :class:`Component` records one process (pid, argv, log, health URL, and what identifies it: its start

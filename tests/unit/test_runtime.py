@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster import procs, runtime
+from gpucluster import procs
 from gpucluster.errors import LocalWorldError
-from gpucluster.local import addons
+from gpucluster.local import addons, runtime
+from gpucluster.local.runtime import Check, File, Launch
 from gpucluster.procs import Component
-from gpucluster.runtime import Check, File, Launch
 
 SERVER = textwrap.dedent(
     """

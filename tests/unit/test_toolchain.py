@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -304,47 +305,27 @@ def test_pause_without_a_c_compiler_is_one_clear_error(env: Path, monkeypatch: p
         core.ensure(["pause"], progress=False)
 
 
-# A fake controller-gen: logs its working folder and arguments, writes one CRD file per `paths=` package.
+# A fake controller-gen: logs its folder and arguments, writes one CRD into output:crd:dir.
 FAKE_CONTROLLER_GEN = """#!/bin/sh
-echo "$PWD $*" >> "$FAKE_GO_LOG.controller-gen"
-out=""; for a in "$@"; do case "$a" in output:crd:dir=*) out="${a#output:crd:dir=}" ;; esac; done
-for a in "$@"; do case "$a" in paths=*) p="${a#paths=}"; n=$(echo "$p" | tr '/.' '__')
-  printf 'apiVersion: apiextensions.k8s.io/v1\\nkind: CustomResourceDefinition\\n' > "$out/$n.yaml" ;; esac; done
+echo "$PWD $@" >> "$CG_LOG"
+for a in "$@"; do
+  case "$a" in output:crd:dir=*) echo "kind: CustomResourceDefinition" > "${a#output:crd:dir=}/x.yaml";; esac
+done
 """
 
 
-def test_every_crd_entry_runs_controller_gen_in_its_own_module_with_its_packages_and_options(env: Path) -> None:
-    produced = _script(env / "controller-gen", FAKE_CONTROLLER_GEN)
-    cache.install(TOOLS["controller-gen"], produced, {})
-    paths = core.ensure(["crds", "volcano-crds"], progress=False)
-    calls = (env / "go.log.controller-gen").read_text().splitlines()
-    assert len(calls) == 2  # one run per entry, nothing generated anywhere else
-    root = gobuild.wrappers_root()
-    for name, call in zip(("crds", "volcano-crds"), calls, strict=True):
-        tool = TOOLS[name]
-        cwd, args = call.split(" ", 1)
-        assert Path(cwd) == root / tool.module  # the packages resolve in the entry's own wrapper module
-        assert args.split()[0] == f"crd:{tool.crd_options}"
-        assert [a.removeprefix("paths=") for a in args.split() if a.startswith("paths=")] == list(tool.crd_packages)
-        assert paths[name] == cache.version_dir(tool) / name
-        assert len(list(paths[name].glob("*.yaml"))) == len(tool.crd_packages)
-    # Volcano's as its own `make manifests` (CRD_OPTIONS), and every package imported by the wrapper module
-    assert TOOLS["volcano-crds"].crd_options == "crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0"
-    for name in ("crds", "volcano-crds"):
-        imports = "".join(p.read_text() for p in (root / TOOLS[name].module).glob("*.go"))
-        assert all(f'"{pkg}"' in imports for pkg in TOOLS[name].crd_packages), name
-    assert "volcano-crds" in DEFAULT_TOOLS  # `gpucluster tools install` builds it with the rest
-
-
-def test_the_volcano_add_on_generates_its_crds_through_the_toolchain_entry_only_when_controller_gen_is_built(
-        env: Path) -> None:
-    from gpucluster.addons import volcano
-
-    with pytest.raises(ToolMissing, match=r"gpucluster tools install volcano-crds"):
-        volcano.crds_dir()  # neither built: nothing is built behind the user's back (controller-gen takes minutes)
-    assert not (env / "go.log.controller-gen").exists()
-    cache.install(TOOLS["controller-gen"], _script(env / "controller-gen", FAKE_CONTROLLER_GEN), {})
-    said: list[str] = []
-    folder = volcano.crds_dir(say=said.append)
-    assert folder == cache.version_dir(TOOLS["volcano-crds"]) / "volcano-crds" and said[0].startswith("→ generating")
-    assert volcano.crds_dir() == folder and len((env / "go.log.controller-gen").read_text().splitlines()) == 1
+@pytest.mark.parametrize("name", [t.name for t in TOOLS.values() if t.kind == "crds"])
+def test_each_crd_tool_runs_controller_gen_over_its_own_packages_in_its_own_module(
+        env: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    tool = TOOLS[name]
+    monkeypatch.setenv("CG_LOG", str(env / "cg.log"))
+    out = env / "out"
+    out.mkdir()
+    gobuild.generate_crds(_script(env / "controller-gen", FAKE_CONTROLLER_GEN), tool, out, env / "build.log")
+    folder, *args = (env / "cg.log").read_text().split()
+    assert folder == str(gobuild.wrappers_root() / tool.module)
+    assert args[0] == tool.crd_options and [a.removeprefix("paths=") for a in args[1:-1]] == list(tool.crd_packages)
+    # every package comes from a module the wrapper requires (go.sum pins it)
+    gomod = (gobuild.wrappers_root() / tool.module / "go.mod").read_text()
+    required = re.findall(r"^(?:require )?\t?(\S+) v\S+", gomod, re.M)
+    assert all(any(pkg.startswith(mod + "/") for mod in required) for pkg in tool.crd_packages), required

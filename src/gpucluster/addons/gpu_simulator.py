@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpucluster.local import addons
+from gpucluster.local.runtime import Launch
 from gpucluster.local.world import World
 from gpucluster.procs import Component
-from gpucluster.runtime import Launch
 from gpucluster.simulator import attach
 from gpucluster.spec.model import ClusterSpec
 

@@ -29,16 +29,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpucluster import kube, procs, runtime
+from gpucluster import kube, procs
 from gpucluster.addons.monitoring_runtime import KSM_LABELS, KSM_PORT, KSM_PORT_NAME, Settings
 from gpucluster.errors import LocalWorldError
-from gpucluster.local import addons
+from gpucluster.local import addons, runtime
 from gpucluster.local.crds import all_crds, apply_crds
+from gpucluster.local.runtime import Launch
 from gpucluster.local.world import World
 from gpucluster.procs import Component
 from gpucluster.render import monitoring
 from gpucluster.render.common import Obj, obj
-from gpucluster.runtime import Launch
 from gpucluster.simulator.silicon import silicon_of
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.toolchain import path_of

@@ -23,10 +23,10 @@ from gpucluster import atomic, procs
 from gpucluster.errors import LocalWorldError
 from gpucluster.local import addons
 from gpucluster.local.crds import apply_crds, read_generated
+from gpucluster.local.runtime import Launch
 from gpucluster.local.world import OWNED, World
 from gpucluster.procs import Component
 from gpucluster.render import volcano as render_volcano
-from gpucluster.runtime import Launch
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.toolchain import TOOLS, ensure, locate, path_of
 
@@ -34,6 +34,9 @@ NAME = "volcano"
 NAMES = ("vc-scheduler", "vc-controller-manager")
 #: Only what plain Volcano Jobs need; the rest (cronjob, jobflow, hypernode discovery…) stays off.
 CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
+#: Packages (in tools/volcano-crds) controller-gen reads, as volcano's own `make manifests` does
+#: (one list: the ``volcano-crds`` toolchain entry's).
+CRD_PACKAGES = TOOLS["volcano-crds"].crd_packages
 #: CRDs the two daemons wait for (their informers never sync without them).
 REQUIRED_CRDS = (
     "jobs.batch.volcano.sh",

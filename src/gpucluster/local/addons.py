@@ -2,7 +2,7 @@
 
 An add-on (the GPU simulator, Volcano, ...; see :mod:`gpucluster.addons`) keeps its files in
 ``<state>/addons/<name>/`` and starts its processes with :func:`start` (the runtime of
-:mod:`gpucluster.runtime`), which records them there (``components.json``, one
+:mod:`gpucluster.local.runtime`), which records them there (``components.json``, one
 :class:`gpucluster.procs.Component` each). The control plane only ever deals with these records:
 ``gpucluster local down`` stops every recorded process by pid before the control plane, and
 ``gpucluster local status`` lists them, whatever add-ons exist.
@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpucluster import atomic, ownership, procs, runtime
+from gpucluster import atomic, ownership, procs
 from gpucluster.errors import LocalWorldError
+from gpucluster.local import runtime
+from gpucluster.local.runtime import Launch
 from gpucluster.procs import Component
-from gpucluster.runtime import Launch
 
 Say = Callable[[str], None]
 
@@ -72,7 +73,7 @@ def record(state_dir: Path, name: str, comps: dict[str, Component]) -> None:
 
 
 class Ledger:
-    """An add-on's record as the runtime's ledger (:func:`gpucluster.runtime.start`): each process recorded
+    """An add-on's record as the runtime's ledger (:func:`gpucluster.local.runtime.start`): each process recorded
     as it starts, beside what the add-on already runs; forgotten after a roll-back."""
 
     def __init__(self, state_dir: Path, name: str) -> None:

@@ -1,7 +1,7 @@
 """What each control-plane component is: its command line, files and readiness, all bound to 127.0.0.1.
 
 One builder per component (:data:`BUILDERS`) turns the world's :class:`Layout` and the component's
-binary into a :class:`gpucluster.runtime.Launch`; :mod:`gpucluster.runtime` starts, records, waits for
+binary into a :class:`gpucluster.local.runtime.Launch`; :mod:`gpucluster.local.runtime` starts, records, waits for
 and stops them all the same way (the world only says in which order, :data:`GROUPS`).
 """
 
@@ -20,8 +20,8 @@ import yaml
 from gpucluster import procs
 from gpucluster.local import stages
 from gpucluster.local.pki import Pki
+from gpucluster.local.runtime import File, Launch
 from gpucluster.procs import HOST
-from gpucluster.runtime import File, Launch
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: first address of SERVICE_CIDR

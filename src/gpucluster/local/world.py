@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpucluster import lockfile, ownership, procs, runtime
+from gpucluster import lockfile, ownership, procs
 from gpucluster.errors import GpuclusterError, LocalWorldError
-from gpucluster.local import addons, components, pki
+from gpucluster.local import addons, components, pki, runtime
 from gpucluster.local.state import FORMAT, STATE_FILE, State, default_state_dir
 from gpucluster.procs import Component
 from gpucluster.toolchain import locate, path_of

@@ -61,8 +61,9 @@ class Tool:
     ``module`` is the wrapper folder under ``tools/``; ``package`` the Go main package to build.
     ``version_args`` runs the binary to learn its version (for reusing one found on PATH);
     ``version_text`` is the substring that output must contain for an exact match.
-    ``kind`` is ``"go"`` for a ``go build``, ``"crds"`` for controller-gen output, ``"c"`` for a
-    static C program compiled from a file (``package``) of the wrapper module's main requirement, or
+    ``kind`` is ``"go"`` for a ``go build``, ``"crds"`` for controller-gen output (over
+    ``crd_packages``, resolved in the wrapper module, with ``crd_options``), ``"c"`` for a static C
+    program compiled from a file (``package``) of the wrapper module's main requirement, or
     ``"c-shared"`` for a shared library (``go build -buildmode=c-shared``) named ``output``.
     """
 
@@ -86,10 +87,10 @@ class Tool:
     generate: str = ""
     #: The file name in the cache when it is not the tool's name (a library's soname).
     output: str = ""
-    #: ``kind="crds"``: the Go API packages (required by the wrapper module) controller-gen reads, and
-    #: its ``crd`` generator options.
+    #: For ``kind="crds"``: the Go API packages controller-gen reads, and its CRD generator options
+    #: (descriptions dropped: validation is unchanged and the CRDs load quickly).
     crd_packages: tuple[str, ...] = ()
-    crd_options: str = ""
+    crd_options: str = "crd:crdVersions=v1,maxDescLen=0"
 
     @property
     def binary(self) -> str:
@@ -136,6 +137,11 @@ def _k8s(name: str, *, optional: bool = False, version_args: tuple[str, ...] = (
     )
 
 
+#: Go API packages (inside tools/crds) that controller-gen turns into CRDs.
+CRD_PACKAGES: tuple[str, ...] = (
+    "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",
+)
+
 _ALL: list[Tool] = [
     _k8s("kube-apiserver"),
     _k8s("kube-controller-manager"),
@@ -180,8 +186,6 @@ _ALL: list[Tool] = [
         ldflags=(f"-X sigs.k8s.io/controller-tools/pkg/version.version={CONTROLLER_TOOLS}",),
         version_text=f"Version: {CONTROLLER_TOOLS}\n",
     ),
-    # Descriptions are dropped (maxDescLen=0): validation is unchanged and the Prometheus-family CRDs
-    # shrink from megabytes to a size the local API server loads quickly.
     Tool(
         name="crds",
         version=f"monitoring-{PROMETHEUS_OPERATOR}_cg-{CONTROLLER_TOOLS}",
@@ -189,8 +193,7 @@ _ALL: list[Tool] = [
         kind="crds",
         needs=("controller-gen",),
         version_args=(),
-        crd_packages=("github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",),
-        crd_options="crdVersions=v1,maxDescLen=0",
+        crd_packages=CRD_PACKAGES,
     ),
     # promtool checks and unit-tests the rendered PrometheusRule (Prometheus 3.16.0 = module v0.316.0).
     Tool(
@@ -319,20 +322,20 @@ _ALL: list[Tool] = [
         version_args=(),
         optional=True,
     ),
-    # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds), with the options of
-    # Volcano's own `make manifests` (its Makefile's CRD_OPTIONS: crdVersions=v1,generateEmbeddedObjectMeta=true,
-    # maxDescLen=0 as for its job CRD). The version says "volcano-apis": an entry of an earlier gpucluster
-    # named "apis-…" held other CRDs.
+    # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds), with the options
+    # volcano's own `make manifests` uses. Optional: gpucluster.addons.volcano uses it when built and
+    # otherwise generates the same itself.
     Tool(
         name="volcano-crds",
-        version=f"volcano-apis-{versions.VOLCANO_APIS}_cg-{CONTROLLER_TOOLS}",
+        version=f"apis-{versions.VOLCANO_APIS}_cg-{CONTROLLER_TOOLS}",
         module="volcano-crds",
         kind="crds",
         needs=("controller-gen",),
         version_args=(),
+        optional=True,
         crd_packages=tuple(f"volcano.sh/apis/pkg/apis/{p}" for p in (
             "batch/v1alpha1", "bus/v1alpha1", "nodeinfo/v1alpha1", "scheduling/v1beta1", "topology/v1alpha1")),
-        crd_options="crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0",
+        crd_options="crd:crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0",
     ),
 ]
 

@@ -11,7 +11,6 @@ from gpucluster.addons import volcano as local_volcano
 from gpucluster.render import render, tenants, volcano
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.toolchain import TOOLS
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -138,8 +137,8 @@ def test_local_world_args_are_loopback_without_leader_election(tmp_path: Path, l
 
 def test_crd_packages_cover_the_required_crds() -> None:
     groups = {name.split(".", 1)[1] for name in local_volcano.REQUIRED_CRDS}
-    pkgs = "\n".join(TOOLS["volcano-crds"].crd_packages)
+    pkgs = "\n".join(local_volcano.CRD_PACKAGES)
     for group in groups:  # e.g. topology.volcano.sh -> .../topology/v1alpha1
         assert f"/apis/{group.split('.')[0]}/" in pkgs, group
     wrapper = (REPO / "tools" / "volcano-crds" / "apis.go").read_text()
-    assert all(f'"{p}"' in wrapper for p in TOOLS["volcano-crds"].crd_packages)
+    assert all(f'"{p}"' in wrapper for p in local_volcano.CRD_PACKAGES)
