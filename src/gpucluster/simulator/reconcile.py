@@ -25,7 +25,6 @@ from typing import Any
 from gpucluster import kube
 from gpucluster import labels as L
 from gpucluster.errors import AlreadyExists, ApiError, ClusterError, SimulatorError
-from gpucluster.poll import poll
 from gpucluster.render import dra_chart, gpu_operator
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network_operator import NIC_POLICY_NAME
@@ -176,6 +175,8 @@ class Simulator:
         lifecycle controller lifts the taint (:data:`LIFECYCLE_TAINTS`); DaemonSets that do not tolerate
         it run nothing there meanwhile, so what the agents publish on the node changes once it is up.
         """
+        from gpucluster.poll import poll
+
         def pending() -> list[str]:
             nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.with_selector(NODES, SELECTOR))}
             return [name for name in names if not _started(nodes.get(name))]
