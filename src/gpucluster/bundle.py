@@ -35,6 +35,7 @@ from typing import NoReturn
 
 import yaml
 
+from gpucluster import atomic
 from gpucluster.errors import InputError
 from gpucluster.render import Rendered
 from gpucluster.render.common import Obj
@@ -194,18 +195,14 @@ def write(rendered: Rendered, out: Path, *, force: bool = False,
         path = out / rel
         if what in ("created", "updated"):
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(content[rel])
-            os.replace(tmp, path)
+            atomic.write(path, content[rel])
         elif what == "removed":
             path.unlink(missing_ok=True)
     manifest = {"format": MANIFEST_FORMAT,
                 "note": "written by `gpucluster render`: the files listed here are replaced or removed on "
                         "every render; other files in this folder are left alone",
                 "files": {rel: hashlib.sha256(text.encode()).hexdigest() for rel, text in content.items()}}
-    tmp = out / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, out / MARKER)
+    atomic.write(out / MARKER, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     for rel in (r for r, w in changes.items() if w == "removed"):
         folder = (out / rel).parent
         while folder != out and folder.is_dir() and not any(folder.iterdir()):

@@ -328,18 +328,17 @@ def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: floa
     and every failed or not-measured row.
     """
     from gpucluster import expected
+    from gpucluster.poll import poll
     from gpucluster.verify import cluster, report
     from gpucluster.verify.model import Verdict
 
     states = expected.host_states(spec)
-    deadline = time.monotonic() + settle_s
-    while True:
+
+    def check() -> list[Any]:
         snap = cluster.fetch(spec, str(kubeconfig) if kubeconfig else None, context)
-        results = cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated)
-        failed = any(r.verdict is Verdict.failed for r in results)
-        if not failed or time.monotonic() >= deadline:
-            break
-        time.sleep(2)
+        return cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated)
+
+    results = poll(check, timeout=settle_s, every=2, done=lambda rs: not any(r.verdict is Verdict.failed for r in rs))
     return {"summary": report.counts(results),
             "problems": [r.to_dict() for r in results if r.verdict is not Verdict.passed]}
 
@@ -424,16 +423,13 @@ def _second_pass(report: Report, say: Callable[[str], None], engine: Any, render
                  kubeconfig: Path | None, context: str | None, charts: bool, local: bool,
                  adopt: Sequence[str] = ()) -> dict[str, Any]:
     """Wait for the kinds left out to be served, plan again and apply the platform stack once more."""
+    from gpucluster.poll import poll
     from gpucluster.pulumi.cluster import discover, served_kinds_of
     from gpucluster.pulumi.plan import plan
 
     wanted = {s.what for s in _unserved(plans)}
     kinds = {(o["apiVersion"], o["kind"]) for p in plans.values() for o in _left_out_objects(rendered, p)}
-    deadline = time.monotonic() + CRD_WAIT_S
-    while time.monotonic() < deadline:
-        if kinds <= served_kinds_of(kubeconfig, context):
-            break
-        time.sleep(2)
+    poll(lambda: kinds <= served_kinds_of(kubeconfig, context), timeout=CRD_WAIT_S, every=2)
     facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
     again = plan(rendered, facts)
     # The objects admitted now were looked up too (their kinds were not served then): same rule.

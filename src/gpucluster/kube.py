@@ -50,6 +50,7 @@ NIC_CLUSTER_POLICIES = "/apis/mellanox.com/v1alpha1/nicclusterpolicies"
 ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 ADMISSION_POLICY_BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def namespaced(namespace: str, plural: str, name: str = "", *, group: str = "", version: str = "v1") -> str:

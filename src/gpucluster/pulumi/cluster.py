@@ -6,12 +6,12 @@ by the controller manager). Every request is bounded by a timeout and every wait
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 from gpucluster import kube
 from gpucluster.errors import ClusterError
+from gpucluster.poll import poll
 from gpucluster.pulumi.objects import Obj
 from gpucluster.pulumi.ownership import RELEASE, Ref
 from gpucluster.pulumi.plan import ClusterFacts
@@ -162,14 +162,10 @@ def wait_ready(kubeconfig: str | Path | None, objects: Iterable[Obj], timeout: f
     controller manager's quota controller; until then quota admission cannot count usage).
     """
     api = _client(kubeconfig, context)
-    deadline = time.monotonic() + timeout
     pending = [o for o in objects if o["kind"] in ("Namespace", "ResourceQuota")]
     try:
-        while True:
-            waiting = [_describe(o) for o in pending if not _ready(api, o)]
-            if not waiting or time.monotonic() > deadline:
-                return waiting
-            time.sleep(0.5)
+        return poll(lambda: [_describe(o) for o in pending if not _ready(api, o)], timeout=timeout, every=0.5,
+                    done=lambda waiting: not waiting)
     finally:
         api.close()
 

@@ -287,7 +287,8 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
-        import time
+        from gpucluster import procs
+        from gpucluster.poll import Deadline, poll
 
         engines = _engine_children()
         for pid in engines:
@@ -297,23 +298,15 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
                 pass
         # The engine cancels in-flight steps and writes its checkpoint; wait for it to be done with
         # the state before this process goes (a second Ctrl-C ends the wait).
-        deadline = time.monotonic() + 120
+        deadline = Deadline.after(120)
         thread.join(120)
-        while any(Path(f"/proc/{pid}").exists() and _state_of(pid) != "Z" for pid in engines):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        # identity() is None once a process is gone or a zombie (never reaped here: the engine's own
+        # subprocess handling waits for it)
+        poll(lambda: all(procs.identity(pid) is None for pid in engines), timeout=deadline, every=0.1)
         raise
     if "error" in result:
         raise result["error"]
     return result.get("value")
-
-
-def _state_of(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
 
 
 def _engine_children() -> list[int]:
