@@ -109,8 +109,8 @@ def why_unreachable(exc: BaseException) -> str:
     if "timed out" in text.lower() or "timeout" in type(reason).__name__.lower():
         return "timed out"
     if "certificate" in text.lower() or "ssl" in type(reason).__name__.lower():
-        ssl = re.search(r"(certificate verify failed[^'\")\]]*|wrong version number|[A-Z_]+\] [^'\")\]]+)", text)
-        return f"TLS failed: {ssl[1].strip() if ssl else text[:160]}"
+        verify = re.search(r"certificate verify failed[^'\")(]*", text)
+        return f"TLS failed: {(verify[0] if verify else text[:160]).strip()}"
     return f"{type(reason).__name__}: {text[:160]}"
 
 

@@ -258,3 +258,21 @@ def test_warnings_among_spec_errors_are_labelled_and_not_counted_as_errors():
     assert str(err).splitlines() == ["cluster.yaml: 1 error in the cluster spec (and 1 warning)",
                                      "  - metadata.name: not a DNS-1123 name",
                                      "  - warning: dra.deviceClasses[0]: matches no device"]
+
+
+@pytest.mark.parametrize(("reason", "said"), [
+    # what urllib3 wraps in MaxRetryError.reason for each way a connection fails
+    (lambda u: u.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused"),
+     "connection refused"),
+    (lambda u: u.ConnectTimeoutError(None, "Connection to 10.0.0.1 timed out. (connect timeout=5)"), "timed out"),
+    (lambda u: u.SSLError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate "
+                          "(_ssl.c:1006)"), "TLS failed: certificate verify failed: self-signed certificate"),
+    (lambda u: u.NameResolutionError("api.example", None, OSError("[Errno -2] Name or service not known")),
+     "name or service not known"),
+])
+def test_the_cause_of_an_unreachable_server_is_a_few_words(reason, said):
+    import urllib3
+
+    from gpucluster.kube import why_unreachable
+
+    assert why_unreachable(urllib3.exceptions.MaxRetryError(None, "/api", reason(urllib3.exceptions))) == said
