@@ -276,3 +276,13 @@ def test_the_cause_of_an_unreachable_server_is_a_few_words(reason, said):
     from gpucluster.kube import why_unreachable
 
     assert why_unreachable(urllib3.exceptions.MaxRetryError(None, "/api", reason(urllib3.exceptions))) == said
+
+
+def test_up_names_the_admin_kubeconfig_it_will_fetch_into_the_state_dir(tmp_path):
+    from gpucluster.cli import target
+    from gpucluster.spec import load_spec
+
+    acting = target.of(load_spec(LAB), LAB, None, None, state_dir=tmp_path / "state", fetched_later=True)
+    assert acting.kubeconfig == (f"{tmp_path / 'state' / 'admin.conf'} (not there yet: the host layer fetches it "
+                                 "from the init host)")
+    assert acting.server == "(from the admin kubeconfig, once fetched)"

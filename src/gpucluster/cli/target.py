@@ -73,7 +73,8 @@ def of(spec: ClusterSpec, inventory: Path | None, kubeconfig: Path | None, conte
 
         config = World(world_dir).kubeconfig
     elif config is None:
-        fetched = inventories.stack_state(spec.metadata.name, state_dir) / inventories.FETCHED_KUBECONFIG
+        # where `up` keeps it: in --state-dir itself when given (gpucluster.flow._state_of), else per cluster
+        fetched = (state_dir or inventories.stack_state(spec.metadata.name)) / inventories.FETCHED_KUBECONFIG
         if fetched.exists() or fetched_later:
             config = fetched
     if config is None:
