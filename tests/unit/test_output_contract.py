@@ -103,7 +103,8 @@ def test_a_missing_inventory_is_one_json_document_and_exit_2(command, tmp_path, 
     message = doc["error"]["message"] if command != "validate" else doc["problems"][0]["message"]
     assert "nowhere" in message and "no such file" in message
     if command != "validate":
-        assert doc["command"] == command and doc["error"]["exitCode"] == 2 and doc["error"]["kind"] == "InputError"
+        kind = "PhaseFailed" if command in ("up", "down") else "InputError"  # up/down name their failed phase
+        assert doc["command"] == command and doc["error"]["exitCode"] == 2 and doc["error"]["kind"] == kind
     assert "no such file" in err  # the message for people stays on stderr
 
 

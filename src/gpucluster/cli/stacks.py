@@ -76,14 +76,14 @@ def _announce(command: str, inventory: Path | None, state_dir: Path | None, worl
               kubeconfig: Path | None, context: str | None, *, fetched_later: bool = False) -> None:
     """Say what ``command`` acts on (stderr), or refuse the local world's spec on another cluster (exit 2).
 
-    A spec that does not load is left to the run's validate phase, which lists every problem.
+    A spec that does not load (or no inventory) is left to the run's validate phase, which reports it.
     """
     from gpucluster import inventory as inventories
-    from gpucluster.errors import SpecError
+    from gpucluster.errors import InputError
 
     try:
         spec = inventories.load(inventory)
-    except SpecError:
+    except InputError:
         return
     target.announce(command, target.of(spec, inventory, kubeconfig, context, world_dir=world_dir,
                                        state_dir=state_dir, fetched_later=fetched_later))
