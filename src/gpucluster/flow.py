@@ -113,13 +113,20 @@ def _earlier_stack_state(root: Path) -> bool:
 #: (``pulumi/engine.py``) and what the host layer fetches next to it (``hostlayer.py``).
 STACK_STATE = ownership.Kind(
     "stack-state", "a stack state folder",
-    frozenset({*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE}),
+    frozenset({*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE,
+               inventories.STATE_INVENTORY}),
     _earlier_stack_state)
 
 
 @contextmanager
-def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Path | None) -> Iterator[None]:
-    """For a whole ``up``/``down``: the stack state made ours and locked, and the local world held when used."""
+def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Path | None,
+          inventory: Path | None = None) -> Iterator[None]:
+    """For a whole ``up``/``down``: the stack state made ours and locked, and the local world held when used.
+
+    A real cluster's stack state is bound to the inventory that first used it
+    (:func:`gpucluster.inventory.bind_state`): a second inventory with the same ``metadata.name`` (and
+    state folder) is refused before anything changes, instead of sharing stacks and admin kubeconfig.
+    """
     with ExitStack() as stack:
         world, folders = None, [(state, STACK_STATE)]
         if inventories.is_local(spec) and kubeconfig is None:
@@ -132,6 +139,8 @@ def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Pa
         for folder, kind in folders:
             ownership.claim(folder, kind)
         stack.enter_context(lockfile.hold(state, f"the stacks of {spec.metadata.name}"))
+        if not inventories.is_local(spec):
+            inventories.bind_state(state, inventories.resolve(inventory), spec.metadata.name)
         if world is not None:
             stack.enter_context(world.hold())
         yield
@@ -230,7 +239,7 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with _held(spec, state, world_dir, kubeconfig):
+    with _held(spec, state, world_dir, kubeconfig, inventory):
         _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
             kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial,
             hosts=hosts, chart_repositories=chart_repositories, adopt=adopt)
@@ -470,7 +479,7 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with _held(spec, state, world_dir, kubeconfig):
+    with _held(spec, state, world_dir, kubeconfig, inventory):
         return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world,
                      context=context, confirm=confirm)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import click
 from gpucluster import addons, kube
 from gpucluster import inventory as inventories
 from gpucluster import labels as L
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options
 from gpucluster.errors import Failed
 from gpucluster.local import addons as addon_records
 from gpucluster.local.world import World
@@ -94,12 +93,12 @@ def status(state_dir: Path | None, output: str) -> None:
     extra = addon_records.status(world.dir)
     healthy = bool(report) and all(c.healthy for c in report) and all(a.healthy for a in extra)
     if output == "json":
-        click.echo(json.dumps({
+        jsonout.emit({
             "stateDir": str(world.dir), "kubeconfig": str(world.kubeconfig), "healthy": healthy,
             "controlPlane": [c.__dict__ for c in report],
             "addons": [{"addon": a.addon, "name": a.component.name, "pid": a.component.pid,
                         "running": a.running, "healthy": a.healthy, "log": a.component.log} for a in extra],
-        }, indent=2))
+        })
     elif not report:
         click.echo(f"not running (state: {world.dir})")
     else:

@@ -1,8 +1,9 @@
 """Options every command spells the same way.
 
-- ``-i/--inventory PATH``: the inventory folder (default: ``inventories/local``).
+- ``-i/--inventory PATH``: the inventory folder (default: ``$GPUCLUSTER_INVENTORY``, else ``inventories/local``).
 - ``--kubeconfig PATH`` and ``--context NAME``: the cluster to act on.
-- ``-o/--output FORMAT``: what is printed on stdout (``text`` unless the command says otherwise).
+- ``-o/--output FORMAT``: what is printed on stdout: ``text`` (the default), ``json`` (one document, on
+  error too: docs/output.md), and per command ``csv`` or ``junit``.
 - ``--out-dir PATH``: where a command writes files (a bundle, reports).
 """
 
@@ -28,7 +29,8 @@ def combine(options: Sequence[Callable[[F], F]]) -> Callable[[F], F]:
 
 inventory = click.option(
     "-i", "--inventory", "inventory", type=click.Path(path_type=Path), default=None,
-    help="Inventory folder holding cluster.yaml [default: inventories/local, the embedded local world].",
+    help="Inventory folder holding cluster.yaml [default: $GPUCLUSTER_INVENTORY, else inventories/local, the "
+         "embedded local world].",
 )
 kubeconfig = click.option(
     "--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from gpucluster import flow
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options, target
 from gpucluster.errors import ConfirmationNeeded, Failed
 from gpucluster.flow import Report
 from gpucluster.verify.report import summary_line
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 def print_report(report: Report, output: str) -> None:
     """The summary: JSON on stdout, or a rich table."""
     if output == "json":
-        click.echo(json.dumps(report.__dict__, indent=2))
+        jsonout.emit(report.__dict__)
         return
     from rich.console import Console
     from rich.table import Table
@@ -73,6 +72,23 @@ def print_report(report: Report, output: str) -> None:
 
 
 
+def _announce(command: str, inventory: Path | None, state_dir: Path | None, world_dir: Path | None,
+              kubeconfig: Path | None, context: str | None, *, fetched_later: bool = False) -> None:
+    """Say what ``command`` acts on (stderr), or refuse the local world's spec on another cluster (exit 2).
+
+    A spec that does not load (or no inventory) is left to the run's validate phase, which reports it.
+    """
+    from gpucluster import inventory as inventories
+    from gpucluster.errors import InputError
+
+    try:
+        spec = inventories.load(inventory)
+    except InputError:
+        return
+    target.announce(command, target.of(spec, inventory, kubeconfig, context, world_dir=world_dir,
+                                       state_dir=state_dir, fetched_later=fetched_later))
+
+
 @click.command("up")
 @options.inventory
 @options.output("text", "json")
@@ -104,8 +120,9 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
     Exit 1 when a host task failed, an object did not become ready or a cluster check failed; exit 2
     when an object the stacks would create exists and is neither in the stack state nor adopted.
     """
+    _announce("up", inventory, state_dir, world_dir, kubeconfig, context, fetched_later=not skip_hosts)
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
-                         kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset,
+                         kubeconfig=kubeconfig, verify=not no_verify, reset=reset,
                          context=context, partial=partial, hosts=not skip_hosts,
                          chart_repositories=not no_chart_repositories, adopt=adopt)
     print_report(report, output)
@@ -143,15 +160,15 @@ def down(inventory: Path | None, output: str, state_dir: Path | None, world_dir:
     (they go with it), the Helm releases and the other objects, and asks unless --yes. The local world
     without --keep-world is stopped with its data (simulated, all of it gpucluster's): nothing is asked.
     """
-    quiet = output == "json"
+    _announce("down", inventory, state_dir, world_dir, kubeconfig, context)
     report = flow.run_down(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
-                           keep_world=keep_world, quiet=quiet, context=context,
-                           confirm=None if yes else lambda plan: ask_before_deleting(plan, show=quiet))
+                           keep_world=keep_world, context=context,
+                           confirm=None if yes else ask_before_deleting)
     print_report(report, output)
 
 
 def ask_before_deleting(plan: Teardown, *, show: bool = False, stdin: TextIO | None = None) -> bool:
-    """``down``'s question. ``show``: print the listing first (``--output json`` keeps the console quiet).
+    """``down``'s question. ``show``: print the listing first (for a caller whose run printed none).
 
     A stdin that is not a terminal cannot answer: :class:`ConfirmationNeeded` (exit 2) says to pass ``--yes``.
     """

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from gpucluster import inventory as inventories
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options
 from gpucluster.errors import Failed, InputError
 from gpucluster.verify import checklist, report
 from gpucluster.verify.model import Result, Verdict, problems
@@ -85,7 +85,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     meta = {"cluster": spec.metadata.name, "listCalls": snap.calls, "accessReviews": snap.reviews,
             "seconds": round(elapsed, 3)}
     if output == "json":
-        click.echo(report.to_json(results, meta))
+        jsonout.emit_text(report.to_json(results, meta))
     elif output == "junit":
         click.echo(report.to_junit(results))
     else:

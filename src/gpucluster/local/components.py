@@ -68,6 +68,10 @@ def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
+#: The cluster and context name of the local world's kubeconfigs: what tells them apart from a real cluster's.
+LOCAL_CONTEXT = "gpucluster-local"
+
+
 def kubeconfig(server: str, pki: Pki, user: str) -> dict[str, Any]:
     """A kubeconfig with the CA and ``user``'s client certificate embedded."""
     return {
@@ -75,7 +79,7 @@ def kubeconfig(server: str, pki: Pki, user: str) -> dict[str, Any]:
         "kind": "Config",
         "clusters": [
             {
-                "name": "gpucluster-local",
+                "name": LOCAL_CONTEXT,
                 "cluster": {"server": server, "certificate-authority-data": _b64(pki.ca)},
             }
         ],
@@ -88,8 +92,8 @@ def kubeconfig(server: str, pki: Pki, user: str) -> dict[str, Any]:
                 },
             }
         ],
-        "contexts": [{"name": "gpucluster-local", "context": {"cluster": "gpucluster-local", "user": user}}],
-        "current-context": "gpucluster-local",
+        "contexts": [{"name": LOCAL_CONTEXT, "context": {"cluster": LOCAL_CONTEXT, "user": user}}],
+        "current-context": LOCAL_CONTEXT,
     }
 
 
