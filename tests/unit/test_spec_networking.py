@@ -58,7 +58,7 @@ def test_block_larger_than_the_subnet(write_spec, rdma):
 def test_block_size_below_one_is_refused(write_spec, rdma):
     net(rdma).update(perNodeBlockSize=0)
     p = find(problems(write_spec, rdma), f"{PATH}.perNodeBlockSize")
-    assert "greater than or equal to 1" in p.message
+    assert p.message == "0 is below the minimum of 1" and p.hint == "give 1 or more"
 
 
 def test_exclusions_that_swallow_blocks_count(write_spec, rdma):
