@@ -96,7 +96,9 @@ class ChartRef(Model):
 
     repository: str
     version: str = Field(description="The exact chart version as the repository spells it, never a range or latest: "
-                         "the GPU Operator's releases carry a v (v26.3.0), the DRA driver's do not (0.4.1).")
+                         "the GPU Operator's releases carry a v "
+                         f"({versions.CHARTS['gpu-operator'].version}), the DRA driver's do not "
+                         f"({versions.CHARTS['dra-driver'].version}).")
     chart: str
 
     @field_validator("version")
