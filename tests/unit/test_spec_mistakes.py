@@ -204,7 +204,9 @@ def _text_problems(write_spec, extra: str) -> list:
     ("gpuOperator: {driver: {upgradePolicy: {maxUnavailable: [1]}}}\n",
      "gpuOperator.driver.upgradePolicy.maxUnavailable", "expected a whole number or text, got a list of 1", ""),
     ("hosts: [{name: cp, address: 10.0.0.1, roles: [master]}]\n", "hosts[0].roles[0]", "'master' is not allowed",
-     "'control-plane' or 'worker'"),
+     "'control-plane' or 'worker'"),  # an enum
+    ("hosts: [{name: cp, address: 10.0.0.1, roles: [control-plane], os: centos7}]\n", "hosts[0].os",
+     "'centos7' is not allowed", "'debian12', 'ubuntu22.04'"),  # a Literal
 ])
 def test_type_errors_echo_the_value_in_our_words(write_spec, extra, path, message, hint):
     probs = _text_problems(write_spec, extra)

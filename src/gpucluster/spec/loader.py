@@ -262,8 +262,6 @@ def problems_from_pydantic(err: ValidationError, raw: dict[str, str] | None = No
             hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
         elif e["type"] == "missing":
             msg = "required key is missing"
-        elif e["type"] == "literal_error":
-            msg = f"{e.get('input')!r} is not allowed: {e['msg']}"
         elif e["type"] != "value_error":
             msg, hint = _type_problem(e, loc, (raw or {}).get(path))
         if path in unions and msg.startswith("expected ") and ", got " in msg:
@@ -271,7 +269,8 @@ def problems_from_pydantic(err: ValidationError, raw: dict[str, str] | None = No
             first = problems[unions[path]]
             taken, got = first.message.removeprefix("expected ").split(", got ", 1)
             more = msg.removeprefix("expected ").split(", got ", 1)[0]
-            problems[unions[path]] = Problem(path, f"expected {taken} or {more}, got {got}", first.hint or hint)
+            if more not in taken.split(" or "):
+                problems[unions[path]] = Problem(path, f"expected {taken} or {more}, got {got}", first.hint or hint)
             continue
         if msg.startswith("expected ") and ", got " in msg:
             unions[path] = len(problems)
@@ -287,9 +286,9 @@ _EXPECTED = {
     "string_type": "text", "string_sub_type": "text",
     "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
     "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
-    "bool_parsing": "true or false", "enum": "one of the listed values",
+    "bool_parsing": "true or false",
 }
-#: Bounds, by pydantic error type: (the constraint's key in ``ctx``, how the value misses it).
+#: Bounds, by pydantic error type: (the constraint's key in ``ctx``, how the value misses it, the fix).
 _BOUNDS = {
     "greater_than_equal": ("ge", "below the minimum of {n}", "give {n} or more"),
     "greater_than": ("gt", "not above {n}", "give a value above {n}"),
@@ -325,7 +324,7 @@ def _type_problem(e: Any, loc: tuple, raw: str | None) -> tuple[str, str]:
         size = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
         fewer = "at least" if kind == "too_short" else "at most"
         return f"takes {fewer} {size} item(s), got {ctx.get('actual_length', '?')}", ""
-    if kind == "enum":
+    if kind in ("enum", "literal_error"):
         return f"{value!r} is not allowed", f"one of: {ctx.get('expected', '')}"
     expected = _EXPECTED.get(kind)
     if expected is None:  # a kind not listed: pydantic's sentence without its type names
@@ -340,9 +339,6 @@ def _type_problem(e: Any, loc: tuple, raw: str | None) -> tuple[str, str]:
         hint = f"write its keys on indented lines below it ({', '.join(keys)})" if keys else ""
     elif expected == "a list":
         hint = "write [a, b] or one '- item' line per item"
-    elif kind in ("int_parsing", "float_parsing", "bool_parsing") and isinstance(value, str):
-        hint = "write the value without quotes" if value.strip() != value or value.startswith(("'", '"')) \
-            else ""
     return msg, hint
 
 
