@@ -61,6 +61,12 @@ def configmap(namespace: str, name: str) -> str:
     return namespaced(namespace, "configmaps", name)
 
 
+def pod_proxy(namespace: str, pod: str, port: int, path: str) -> str:
+    """A pod's HTTP ``path`` through the API server (``pods/<name>:<port>/proxy/<path>``; kubernetes v1.37.2
+    pkg/registry/core/pod/strategy.go:586 ResourceLocation takes ``name:port``). Needs ``get pods/proxy``."""
+    return f"{namespaced(namespace, 'pods', pod)}:{port}/proxy/{path.lstrip('/')}"
+
+
 def with_selector(path: str, selector: str) -> str:
     """``path`` with a ``labelSelector`` query (``key=value``)."""
     return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}"
@@ -139,8 +145,9 @@ class Kube:
         self.close()
 
     # -- one call -------------------------------------------------------------------------------
-    def _send(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, bytes]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    def _send(self, method: str, path: str, body: Any, content_type: str,
+              accept: str = "application/json") -> tuple[int, bytes]:
+        headers = {"Accept": accept, "Content-Type": content_type}
         headers.update(self._api.default_headers)
         # Token-based kubeconfigs (cloud providers, service accounts) authenticate by header; client
         # certificates are already in the connection pool's TLS settings.
@@ -196,6 +203,14 @@ class Kube:
     def get(self, path: str) -> dict[str, Any] | None:
         """The object at ``path``, or None when it does not exist."""
         return self.request("GET", path, missing_ok=True)
+
+    def text(self, path: str) -> str:
+        """A GET whose answer is text, not an object (a pod's ``/metrics`` through the API server's proxy)."""
+        status, data = self._send("GET", path, None, "application/json", accept="text/plain, */*")
+        if not 200 <= status < 300:
+            raise api_error("GET", path, status, data)
+        self._count("GET")
+        return data.decode(errors="replace")
 
     def list(self, path: str) -> builtins.list[dict[str, Any]] | None:
         """A list call's items, or None when the resource type is not served (its CRD is absent)."""

@@ -8,7 +8,7 @@ server's own authorizer, so RBAC is checked by its effect rather than by reading
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +71,14 @@ class Snapshot:
     device_taint_rules: list[Obj] | None = None  # None: DeviceTaintRules not served at the spec's version
     access: dict[AccessQuestion, bool] | None = None  # None: not asked, or reviews not allowed
     access_error: str = ""  # why ``access`` is None when questions were asked
+    operator_pods: list[Obj] | None = None  # the GPU Operator namespace's pods; None: not read (no operator)
+    operator_pods_error: str = ""  # why ``operator_pods`` is None when they were asked for
+    #: What the GPU health sources served: ``{"source", "node", "text", "error", "status"}`` per scrape of a
+    #: DCGM exporter (``"url": True`` for a --metrics-url endpoint) — see :mod:`gpucluster.verify.health`.
+    dcgm: list[Obj] = field(default_factory=list)
+    prometheus_url: str = ""  # a Prometheus whose loaded rules were read ("" when none was)
+    prometheus_loaded: list[Obj] | None = None  # its rule groups (``/api/v1/rules``); None: not read
+    prometheus_error: str = ""  # why ``prometheus_loaded`` is None when a Prometheus was given
     calls: int = 0  # LIST calls
     reviews: int = 0  # SubjectAccessReviews
 
@@ -99,13 +107,16 @@ REQUIRED = ("nodes", "daemonsets", "quotas", "limit_ranges", "namespaces")
 
 def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
           questions: Sequence[AccessQuestion] = (), paths: dict[str, str] | None = None,
-          helm_namespaces: Sequence[str] = ()) -> Snapshot:
+          helm_namespaces: Sequence[str] = (), operator_namespace: str | None = None,
+          then: Callable[[kube.Kube, Snapshot], None] | None = None) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
     queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
     bindings, ResourceClaims and DeviceTaintRules (15 calls); Helm's deployed release records in each of
     ``helm_namespaces`` (the namespaces the spec installs releases into: never cluster-wide, where any
-    tenant admin could plant one); then one SubjectAccessReview per question. ``paths`` replaces the
-    LIST of a field (an API version that depends on the cluster's)."""
+    tenant admin could plant one); the pods of ``operator_namespace`` (the GPU Operator's: its DCGM
+    exporters and validators); then one SubjectAccessReview per question, and ``then(api, snap)`` (the
+    GPU health scrapes). ``paths`` replaces the LIST of a field (an API version that depends on the
+    cluster's)."""
     snap = Snapshot()
     with kube.Kube(kubeconfig, context=context, timeout=60) as api:
         for attr, path in {**PATHS, **(paths or {})}.items():
@@ -130,8 +141,19 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
         except ApiError as err:
             snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
                                f"owner=helm in {', '.join(snap.helm_namespaces)}")
+        if operator_namespace:
+            try:
+                snap.operator_pods = api.items(kube.namespaced(operator_namespace, "pods"))
+                snap.calls += 1
+            except ApiError as err:
+                if err.status not in (401, 403):
+                    raise
+                snap.operator_pods_error = (f"{err}; reading GPU health from the GPU Operator's exporter and "
+                                            f"validator pods needs list on pods in {operator_namespace}")
         if questions:
             review_access(api, snap, questions)
+        if then is not None:
+            then(api, snap)
     return snap
 
 
