@@ -99,7 +99,9 @@ def counter_set_name(gpu: int) -> str:
 
 # -- Volcano ---------------------------------------------------------------------------------------------
 
-#: What the API server adds to a Queue's spec that leaves these out (CRD schema defaults from the Queue
+#: What a Queue's spec holds where it leaves these out: the API server's CRD schema defaults (the Queue
 #: type's kubebuilder markers; volcano v1.15.1 staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/
-#: types.go:461,503, fact queue-spec-crd-defaults).
-VOLCANO_QUEUE_DEFAULTS = {"weight": 1, "dequeueStrategy": "traverse"}
+#: types.go:461,503, fact queue-spec-crd-defaults) and the parent Volcano's queue controller sets on every
+#: queue but ``root`` (pkg/controllers/queue/queue_controller_action.go:296, fact
+#: queue-controller-sets-parent-root; a queue it has not reached yet is root's child all the same).
+VOLCANO_QUEUE_DEFAULTS = {"weight": 1, "dequeueStrategy": "traverse", "parent": "root"}

@@ -77,6 +77,7 @@ NO_CHART_REPOSITORIES: dict[str, str] = {
     "dra-slices": "--no-chart-repositories: the DRA driver's kubelet plugin does not run",
     "deviceclass-matches": "--no-chart-repositories: no DRA device is published to match",
     "gpu-health": "--no-chart-repositories: neither the DCGM exporter nor the GPU Operator's validator runs",
+    "tenant-queue": "--no-chart-repositories: Volcano's chart, which brings the Queue CRD, is not installed",
 }
 
 #: Who allowed the rows of a user's list.

@@ -18,7 +18,7 @@ from gpucluster.expected import HostState
 from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.upstream import DRA_DRIVER, MIG_DEVICE_NAME, counter_set_name
+from gpucluster.upstream import DRA_DRIVER, DRA_EXTENDED_CLASS, MIG_DEVICE_NAME, counter_set_name
 from gpucluster.verify import dra_claims
 from gpucluster.verify.model import Result, compare, differences, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
@@ -349,6 +349,11 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[
                        "whose search reaches such a device")
         elif not devices and DRA_AGENT in absent:
             yield skip("deviceclass-matches", subject, NO_DRA_AGENT)
+        elif name == DRA_EXTENDED_CLASS and not any(p.uses_dra and p.extended_resource for p in spec.gpu_pools):
+            # no pool opts in: the class exists so the chart's own gpu.nvidia.com does not serve plain GPUs
+            yield compare("deviceclass-matches", subject, "as rendered, 0 devices (no pool sets extendedResource)",
+                          f"as rendered, {n} devices (no pool sets extendedResource)",
+                          "plain nvidia.com/gpu pods may land on these DRA devices")
         elif n:
             yield ok("deviceclass-matches", subject, "as rendered, >= 1 device", f"{n} devices")
         else:

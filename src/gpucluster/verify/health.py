@@ -33,6 +33,7 @@ from __future__ import annotations
 import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 from gpucluster import kube
@@ -139,11 +140,22 @@ def read_simulated(spec: ClusterSpec, kubeconfig: str | Path | None) -> list[Obj
 
 # -- judging them ------------------------------------------------------------------------------------
 
+#: The series health is judged by (an exporter serves some hundred others, which are not parsed).
+HEALTH_FIELDS = (XID, ECC_DBE, ROW_REMAP_FAILURE, RETIRED_SBE, RETIRED_DBE)
+
+
+@lru_cache(maxsize=256)
+def _health_samples(text: str) -> tuple[Sample, ...]:
+    """The samples of :data:`HEALTH_FIELDS` in an exposition (ValueError when those lines do not parse)."""
+    lines = [line for line in text.splitlines() if line.startswith(HEALTH_FIELDS)]
+    return tuple(parse("\n".join(lines) + "\n")) if lines else ()
+
+
 def _samples(entry: Obj) -> tuple[list[Sample], str]:
     if entry.get("error"):
         return [], str(entry["error"])
     try:
-        return parse(str(entry.get("text", ""))), ""
+        return list(_health_samples(str(entry.get("text", "")))), ""
     except ValueError as err:
         return [], str(err)
 
@@ -160,20 +172,17 @@ def _gpu_problems(samples: list[Sample]) -> list[str]:
             out[(gpu, s.name)] = f"{gpu}: {int(s.value)} double-bit ECC errors"
         elif s.name == ROW_REMAP_FAILURE and s.value > 0:
             out[(gpu, s.name)] = f"{gpu}: row remapping failed"
-    retired: dict[str, float] = {}
+    # a MIG GPU repeats its parent's counters on every instance: one value per GPU and field
+    retired: dict[tuple[str, str], float] = {}
     for s in samples:
         if s.name in (RETIRED_SBE, RETIRED_DBE):
-            gpu = f"GPU {s.labels.get('gpu', '?')}"
-            retired[gpu] = retired.get(gpu, 0.0) + s.value / max(1, _instances(samples, s))
-    for gpu, n in retired.items():
+            key = (f"GPU {s.labels.get('gpu', '?')}", s.name)
+            retired[key] = max(retired.get(key, 0.0), s.value)
+    for gpu in sorted({g for g, _ in retired}):
+        n = retired.get((gpu, RETIRED_SBE), 0.0) + retired.get((gpu, RETIRED_DBE), 0.0)
         if n >= PAGE_RETIREMENT_LIMIT:
             out[(gpu, "retired")] = f"{gpu}: {int(n)} retired pages (the limit is {PAGE_RETIREMENT_LIMIT})"
     return [out[k] for k in sorted(out)]
-
-
-def _instances(samples: list[Sample], s: Sample) -> int:
-    """How many series of ``s``'s field its GPU has (a MIG GPU repeats its parent's counters per instance)."""
-    return sum(1 for x in samples if x.name == s.name and x.labels.get("gpu") == s.labels.get("gpu"))
 
 
 def _dcgm(name: str, state: HostState, entries: list[Obj]) -> tuple[list[str], list[str], str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,45 @@ class Snapshot:
     prometheus_error: str = ""  # why ``prometheus_loaded`` is None when a Prometheus was given
     calls: int = 0  # LIST calls
     reviews: int = 0  # SubjectAccessReviews
+
+
+def to_data(snap: Snapshot) -> dict[str, Any]:
+    """The snapshot as JSON-able data (a recorded snapshot: tests replay it with :func:`from_data`).
+
+    Objects keep what verify reads; their ``managedFields`` (the field managers' bookkeeping, often the
+    larger part of an object) are dropped.
+    """
+    out: dict[str, Any] = {}
+    for f in fields(Snapshot):
+        value = getattr(snap, f.name)
+        if f.name == "access":
+            value = None if value is None else [[*astuple(q), answer] for q, answer in value.items()]
+        elif isinstance(value, list):
+            value = [_trim(o) for o in value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def from_data(data: dict[str, Any]) -> Snapshot:
+    """The snapshot :func:`to_data` recorded; ValueError naming a key that is not a snapshot field."""
+    known = {f.name for f in fields(Snapshot)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"not snapshot fields: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    values = dict(data)
+    if values.get("access") is not None:
+        values["access"] = {AccessQuestion(*row[:-1]): bool(row[-1]) for row in values["access"]}
+    if "helm_namespaces" in values:
+        values["helm_namespaces"] = tuple(values["helm_namespaces"])
+    return Snapshot(**values)
+
+
+def _trim(obj: Any) -> Any:
+    if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "managedFields" in obj["metadata"]:
+        return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
+    return obj
 
 
 #: Snapshot field → the LIST that fills it.

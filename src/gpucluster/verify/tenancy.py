@@ -126,7 +126,7 @@ def tenant_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
         live = queues.get(t.name)
         yield _row("tenant-queue", subject, f"Queue {t.name} spec (weight {want_q['spec']['weight']}, "
                    f"{queue_capability(t)} GPUs)", _queue_spec({**VOLCANO_QUEUE_DEFAULTS, **want_q["spec"]}),
-                   None if live is None else _queue_spec(live.get("spec") or {}))
+                   None if live is None else _queue_spec({"parent": "root", **(live.get("spec") or {})}))
 
 
 def security_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
@@ -195,22 +195,29 @@ def _grants(rules: list[dict]) -> set[tuple[str, str, str]]:
     return out
 
 
-def other_namespaces(spec: ClusterSpec, t: Tenant) -> list[str]:
+def other_namespaces(spec: ClusterSpec, t: Tenant, operators: list[str] | None = None) -> list[str]:
     """Namespaces a tenant's groups must not act in: the other tenants', the operators' (every release's and
-    monitoring's) and ``kube-system``."""
+    monitoring's: ``operators`` when already known) and ``kube-system``."""
+    names = {o.ns for o in spec.tenants} | set(operator_namespaces(spec) if operators is None else operators)
+    return sorted(names - {t.ns})
+
+
+def operator_namespaces(spec: ClusterSpec) -> list[str]:
+    """Where the operators run: every release's namespace, monitoring's, and ``kube-system``."""
     from gpucluster.render import releases
 
-    names = {o.ns for o in spec.tenants} | {rel.namespace for rel in releases(spec)} | {"kube-system"}
+    names = {rel.namespace for rel in releases(spec)} | {"kube-system"}
     if spec.monitoring.enabled:
         names.add(spec.monitoring.namespace)
-    return sorted(names - {t.ns})
+    return sorted(names)
 
 
 def expected_access(spec: ClusterSpec) -> dict[AccessQuestion, bool]:
     """Every question ``tenant-rbac`` asks, with the answer the spec wants."""
     out: dict[AccessQuestion, bool] = {}
+    operators = operator_namespaces(spec) if spec.tenants else []
     for t in spec.tenants:
-        elsewhere = other_namespaces(spec, t)
+        elsewhere = other_namespaces(spec, t, operators)
         for role, groups in (("tenant-admin", t.admins), ("tenant-user", t.users)):
             for group in groups:
                 for verb, api, res in _grants(render.ROLES[role]):
