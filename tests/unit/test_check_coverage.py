@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from verify_faults import FAULTS, Fault, problems
+from verify_faults import FAULTS, Fault, judge, outcome, problems, read, recorded_rows
 
 from gpucluster.verify.checks import CHECKS
 
@@ -82,7 +82,11 @@ def test_every_cluster_check_has_a_named_fault() -> None:
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_each_fault_fails_exactly_its_rows(fault: str) -> None:
-    assert problems({fault: FAULTS[fault]}) == []
+    rows, changed = outcome(FAULTS[fault])
+    assert judge(fault, FAULTS[fault], rows, changed) == []
+    # and the failing rows read as tests/data/verify/rows.json says (a user reads these messages)
+    now = read(rows[k] for k in sorted(changed))
+    assert now == recorded_rows(fault, now, fault=True), f"fault {fault}: its rows read otherwise than rows.json"
 
 
 def test_a_cross_wired_fault_fails_the_coverage_check() -> None:

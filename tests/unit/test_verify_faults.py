@@ -11,12 +11,18 @@ import ast
 from pathlib import Path
 
 import pytest
-from verify_faults import FAULTS, recorded, run
+from verify_faults import FAULTS, read, recorded, recorded_rows, run
 
 from gpucluster.verify import checks
 from gpucluster.verify.model import Verdict
 
 RECORDER = Path(__file__).resolve().parents[1] / "data" / "verify" / "record.py"
+
+
+@pytest.mark.parametrize("base", ["real-cluster", "local-world"])
+def test_the_recordings_rows_read_as_recorded(base: str) -> None:
+    now = read(run(recorded(base), base))
+    assert now == recorded_rows(base, now), f"{base}: rows differ from tests/data/verify/rows.json"
 
 
 def test_a_real_cluster_shape_passes_every_row_with_nothing_unmeasured() -> None:
@@ -93,3 +99,4 @@ def test_an_older_deployed_revision_is_not_the_release() -> None:
     snap.helm_releases.append(helm_record(rel.name, rel.namespace, rel.chart, "0.1.0", rel.values, revision=2))
     row = next(r for r in run(snap, "real-cluster") if r.subject == "release/dra-driver")
     assert row.verdict is Verdict.passed and "revision 3" in row.actual
+

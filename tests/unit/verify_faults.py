@@ -93,20 +93,52 @@ def outcome(f: Fault) -> tuple[dict[Row, Result], set[Row]]:
 
 def problems(faults: dict[str, Fault]) -> list[str]:
     """Where a fault does not fail exactly its rows: a row of its that passed, another row that changed."""
+    return [p for name, f in faults.items() for p in judge(name, f, *outcome(f))]
+
+
+def judge(name: str, f: Fault, rows: dict[Row, Result], changed: set[Row]) -> list[str]:
+    """:func:`problems` of one fault whose :func:`outcome` is known."""
     out = []
-    for name, f in faults.items():
-        rows, changed = outcome(f)
-        for row in sorted(f.fails):
-            got = rows.get(row)
-            if got is None or got.verdict is not Verdict.failed:
-                out.append(f"{name}: {row[0]}[{row[1]}] did not fail ({got.verdict.value if got else 'no such row'})")
-            elif not (got.expected and got.actual and got.expected != got.actual):
-                out.append(f"{name}: {row[0]}[{row[1]}] fails without saying expected and actual")
-        for row in sorted(changed - f.fails):
-            was = healthy(f.base).get(row)
-            now = rows[row].verdict.value if row in rows else "gone"
-            out.append(f"{name}: {row[0]}[{row[1]}] changed too ({was.value if was else 'new'} -> {now})")
+    for row in sorted(f.fails):
+        got = rows.get(row)
+        if got is None or got.verdict is not Verdict.failed:
+            out.append(f"{name}: {row[0]}[{row[1]}] did not fail ({got.verdict.value if got else 'no such row'})")
+        elif not (got.expected and got.actual and got.expected != got.actual):
+            out.append(f"{name}: {row[0]}[{row[1]}] fails without saying expected and actual")
+    for row in sorted(changed - f.fails):
+        was = healthy(f.base).get(row)
+        now = rows[row].verdict.value if row in rows else "gone"
+        out.append(f"{name}: {row[0]}[{row[1]}] changed too ({was.value if was else 'new'} -> {now})")
     return out
+
+
+#: Every row the recordings and the faults give, as a user reads it (check, subject, verdict, expected,
+#: actual, reason). Rewritten by ``GPUCLUSTER_WRITE_ROWS=1 pytest tests/unit/test_check_coverage.py
+#: tests/unit/test_verify_faults.py``, then reviewed in the diff: a changed message is a change a user sees.
+ROWS = DATA / "rows.json"
+
+
+def read(rows: Iterable[Result]) -> list[list[str]]:
+    return [[r.check, r.subject, r.verdict.value, r.expected, r.actual, r.reason] for r in rows]
+
+
+@cache
+def _recorded_rows() -> dict[str, Any]:
+    return json.loads(ROWS.read_text()) if ROWS.exists() else {"faults": {}}
+
+
+def recorded_rows(key: str, now: list[list[str]], fault: bool = False) -> list[list[str]] | None:
+    """The rows ``rows.json`` holds for a recording (or, ``fault``, for a fault's changed rows); with
+    ``GPUCLUSTER_WRITE_ROWS=1``, ``now`` is written there first."""
+    import os
+
+    if os.environ.get("GPUCLUSTER_WRITE_ROWS") == "1":
+        data = json.loads(ROWS.read_text()) if ROWS.exists() else {"faults": {}}
+        (data["faults"] if fault else data)[key] = now
+        ROWS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        return now
+    data = _recorded_rows()
+    return (data["faults"] if fault else data).get(key)
 
 
 # -- helpers the mutations share --------------------------------------------------------------------------
