@@ -130,3 +130,9 @@ def test_the_doc_lists_every_check_with_its_source_and_proof() -> None:
     named = {f for _, faults, _ in table.values() for f in faults}
     problems_ += [f"fault {f} is in no row of the doc's proof table" for f in sorted(set(FAULTS) - named)]
     assert problems_ == []
+
+
+def test_the_checklist_names_only_checks_that_exist() -> None:
+    from gpucluster.verify.checklist import CHECKLIST
+
+    assert sorted({c for _, ids, _ in CHECKLIST for c in ids} - set(CHECKS)) == []
