@@ -552,6 +552,24 @@ def _rules_unselected(s: Snapshot) -> None:
         labels[key] = "someone-else"
 
 
+def _loaded(s: Snapshot, name: str) -> dict[str, Any]:
+    return next(r for g in s.prometheus_loaded or [] for r in g.get("rules") or [] if r.get("name") == name)
+
+
+def _prometheus_evaluates_another_expr(s: Snapshot) -> None:
+    # the object is as rendered, but the Prometheus kept (or was handed) another rule file
+    _loaded(s, "GPURowRemapFailure")["query"] = "DCGM_FI_DEV_ROW_REMAP_FAILURE > 1"
+
+
+def _alert_not_loaded(s: Snapshot) -> None:
+    for g in s.prometheus_loaded or []:
+        g["rules"] = [r for r in g.get("rules") or [] if r.get("name") != "GPUXidError"]
+
+
+def _alert_fails_to_evaluate(s: Snapshot) -> None:
+    _loaded(s, "GPUCountBelowSpec").update(health="err", lastError="many-to-many matching not allowed")
+
+
 def _chart_other_version(s: Snapshot) -> None:
     reencode(record_of(s, "gpu-operator"), lambda b: b["chart"]["metadata"].update(version="v25.10.0"))
 
@@ -657,6 +675,11 @@ FAULTS: dict[str, Fault] = {
     "alert-delayed": fault(_alert_delayed, ("alert-rules", "prometheusrule/monitoring/gpucluster-gpu-alerts")),
     "alert-downgraded": fault(_alert_downgraded, ("alert-rules", "prometheusrule/monitoring/gpucluster-gpu-alerts")),
     "rules-unselected": fault(_rules_unselected, ("alert-rules", "prometheusrule/monitoring/gpucluster-gpu-alerts")),
+    "prometheus-evaluates-another-expr": fault(_prometheus_evaluates_another_expr,
+                                               ("alert-rules", "prometheusrule/monitoring/gpucluster-gpu-alerts")),
+    "alert-not-loaded": fault(_alert_not_loaded, ("alert-rules", "prometheusrule/monitoring/gpucluster-gpu-alerts")),
+    "alert-fails-to-evaluate": fault(_alert_fails_to_evaluate,
+                                     ("alert-rules", "prometheusrule/monitoring/gpucluster-gpu-alerts")),
     "chart-other-version": fault(_chart_other_version, ("charts-installed", "release/gpu-operator")),
     "chart-missing": fault(_chart_missing, ("charts-installed", "release/volcano")),
     "chart-values-changed": fault(_chart_values_changed, ("charts-installed", "release/gpu-operator")),

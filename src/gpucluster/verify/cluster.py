@@ -562,8 +562,8 @@ def _seconds(duration: str) -> float:
 def _loaded_problems(want: dict[str, dict], groups: list[dict], file_prefix: str, group: str) -> list[str]:
     """How the alerts a Prometheus loaded from our rule file (``/api/v1/rules``) differ from the rendered ones.
 
-    Prometheus answers each rule's expression as it prints the parsed query, so expressions are compared
-    without whitespace; ``duration`` is in seconds. A rule that failed its last evaluation (``health: err``)
+    Prometheus answers each rule's expression as it prints the parsed query (:func:`promql_text`);
+    ``duration`` is in seconds. A rule that failed its last evaluation (``health: err``)
     is a problem; ``unknown`` (not evaluated yet) is not."""
     loaded = {r.get("name"): r for g in groups if g.get("name") == group
               and str(g.get("file", "")).rsplit("/", 1)[-1].startswith(file_prefix)
@@ -571,7 +571,7 @@ def _loaded_problems(want: dict[str, dict], groups: list[dict], file_prefix: str
     problems = [f"alert {name} is not loaded by the Prometheus" for name in sorted(set(want) - set(loaded))]
     for name in sorted(set(want) & set(loaded)):
         w, got = want[name], loaded[name]
-        if "".join(str(got.get("query", "")).split()) != "".join(w["expr"].split()):
+        if promql_text(str(got.get("query", ""))) != promql_text(w["expr"]):
             problems.append(f"alert {name}: Prometheus evaluates {got.get('query')!r}, not {w['expr']!r}")
         if float(got.get("duration") or 0) != _seconds(w.get("for", "0s")):
             problems.append(f"alert {name}: for {got.get('duration')}s, not {w.get('for', '0s')}")
@@ -580,6 +580,43 @@ def _loaded_problems(want: dict[str, dict], groups: list[dict], file_prefix: str
         if got.get("health") == "err":
             problems.append(f"alert {name} fails to evaluate: {got.get('lastError', '')}")
     return problems
+
+
+def promql_text(expr: str) -> str:
+    """A PromQL expression as text to compare: without whitespace outside string literals, and with each
+    selector's label matchers sorted, as Prometheus prints a parsed query (``/api/v1/rules`` answers
+    ``rule.Query().String()``, web/api/v1/api.go:2338, and VectorSelector.String sorts the matchers,
+    promql/parser/printer.go:452, prometheus v0.316.0; facts rules-api-query, printer-sorts-matchers).
+    Selectors do not nest in PromQL, so one level of braces is all there is."""
+    out: list[str] = []
+    matchers: list[str] | None = None  # the matchers of the selector being read
+    part: list[str] = []
+    i = 0
+    while i < len(expr):
+        c = expr[i]
+        if c in "\"'`":  # a string literal, copied whole (a backslash escapes the next character but in `...`)
+            end = i + 1
+            while end < len(expr) and expr[end] != c:
+                end += 2 if expr[end] == "\\" and c != "`" else 1
+            (part if matchers is not None else out).append(expr[i:end + 1])
+            i = end + 1
+            continue
+        if c.isspace():
+            pass
+        elif c == "{" and matchers is None:
+            out.append("{")
+            matchers, part = [], []
+        elif c == "," and matchers is not None:
+            matchers.append("".join(part))
+            part = []
+        elif c == "}" and matchers is not None:
+            matchers.append("".join(part))
+            out.append(",".join(sorted(m for m in matchers if m)) + "}")
+            matchers = None
+        else:
+            (part if matchers is not None else out).append(c)
+        i += 1
+    return "".join(out)
 
 
 def _label_differences(want: dict, got: dict, key: str) -> list[str]:
