@@ -130,6 +130,16 @@ def test_cold_up_creates_every_non_chart_object(cold, kc, lw: Cluster):
     assert summary["fail"] == 0, [p for p in report.verify["problems"] if p["verdict"] == "fail"]
     assert summary["pass"] >= 4 * len(load_spec(LOCAL).hosts)  # ready, capacity, allocatable, labels per node
     assert all(p["reason"] for p in report.verify["problems"])
+    # with no flag: the local world allows its fixed list, and nothing else is left unmeasured (GPU health
+    # included, read from the simulated DCGM exporter), so `gpucluster up` exits 0
+    from gpucluster.verify import checks
+    from gpucluster.verify.model import Result, problems
+
+    assert report.verify["allowedNotMeasured"] == checks.LOCAL_WORLD
+    unmeasured = {p["check"] for p in report.verify["problems"] if p["verdict"] == "not-measured"}
+    assert unmeasured == set(checks.LOCAL_WORLD), unmeasured
+    rows = [Result.from_dict(p) for p in report.verify["problems"]]
+    assert problems(rows, report.verify["allowedNotMeasured"]) == ""
     print(f"cold up: {seconds:.1f} s; verify {summary}")
 
 
