@@ -36,7 +36,7 @@ TESTS = ["tests/unit/test_verify.py", "tests/unit/test_verify_faults.py", "tests
          "tests/unit/test_verify_helm.py", "tests/unit/test_verify_hosts.py", "tests/unit/test_verify_ssh.py",
          "tests/unit/test_check_coverage.py", "tests/unit/test_watchdog.py", "tests/unit/test_dra.py",
          "tests/unit/test_up_verify_step.py", "tests/unit/test_verify_report.py",
-         "tests/unit/test_verify_pytest_plugin.py"]
+         "tests/unit/test_verify_pytest_plugin.py", "tests/unit/test_verify_sources.py"]
 #: What the tests read besides the sources and tests (mutmut copies src/ and tests/ itself).
 ALSO_COPY = ["inventories", "docs", "README.md", "playbooks", "plugins", "molecule", "ansible.cfg"]
 

@@ -1,0 +1,233 @@
+"""Where verify's rows come from, read without a cluster: the recorded snapshot's round trip, the local
+world's simulated DCGM exporter, the exporter pods through the pod proxy, --metrics-url endpoints, a
+Prometheus's loaded rules, the watchdog's and driver upgrades' reads, and the pytest suite's tests."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from verify_faults import recorded, spec
+
+from gpucluster import expected, kube
+from gpucluster import labels as L
+from gpucluster.errors import ApiError
+from gpucluster.render.monitoring import DCGM_CONFIGMAP, DCGM_CSV_KEY, dcgm_csv
+from gpucluster.verify import checklist, cluster, health, snapshot, upgrades, watchdog
+from gpucluster.verify.model import Verdict, fail, ok, skip
+
+
+class FakeKube:
+    """Answers GETs and LISTs from a table (path prefix -> answer); records every path asked."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers, self.asked = answers, []
+
+    def __call__(self, *_a: Any, **_k: Any) -> FakeKube:  # stands in for the Kube class
+        return self
+
+    def __enter__(self) -> FakeKube:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def _answer(self, path: str) -> Any:
+        self.asked.append(path)
+        hit = [k for k in self.answers if path.startswith(k)]
+        if not hit:
+            raise AssertionError(f"unexpected request {path}")
+        answer = self.answers[max(hit, key=len)]
+        if isinstance(answer, Exception):
+            raise answer
+        return copy.deepcopy(answer)
+
+    def get(self, path: str) -> Any:
+        return self._answer(path)
+
+    def items(self, path: str) -> list[Any]:
+        return self._answer(path) or []
+
+    def text(self, path: str) -> str:
+        return self._answer(path)
+
+
+def test_a_snapshot_survives_its_recording_without_managed_fields() -> None:
+    snap = recorded("local-world")
+    snap.nodes[0]["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    data = snapshot.to_data(snap)
+    assert "managedFields" not in data["nodes"][0]["metadata"]
+    assert data["access"][0][-1] in (True, False) and len(data["access"][0]) == 7
+    back = snapshot.from_data(json.loads(json.dumps(data)))
+    assert back.access == snap.access and back.helm_namespaces == snap.helm_namespaces
+    assert back.nodes[1:] == snap.nodes[1:] and back.dcgm == snap.dcgm
+    with pytest.raises(ValueError, match="not snapshot fields: bogus"):
+        snapshot.from_data({**data, "bogus": 1})
+
+
+def test_the_local_worlds_exporter_is_read_from_the_cluster_as_its_process_serves_it(monkeypatch) -> None:
+    from gpucluster.simulator import dcgm_live
+
+    nodes = recorded("local-world").nodes
+    h200 = next(n for n in nodes if n["metadata"]["name"] == "h200-1")
+    h200["metadata"].setdefault("annotations", {})[L.SIMULATE_DCGM] = json.dumps({"3": {"xid": 79}})
+    ns = spec().gpu_operator.namespace
+    fake = FakeKube({kube.configmap(ns, DCGM_CONFIGMAP): {"data": {DCGM_CSV_KEY: dcgm_csv()}},
+                     kube.NODES: nodes, kube.PODS: []})
+    monkeypatch.setattr(dcgm_live.kube, "Kube", fake)
+    entries = {e["node"]: e for e in health.read_simulated(spec(), "kubeconfig")}
+    gpu_nodes = {n for n, s in expected.host_states(spec()).items() if s.gpu_count}
+    assert set(entries) == gpu_nodes
+    assert all(e["source"] == health.SIMULATED and e["error"] == "" and e["status"] == 0 for e in entries.values())
+    assert 'DCGM_FI_DEV_XID_ERRORS{gpu="3"' in entries["h200-1"]["text"]
+    xid = [line for line in entries["h200-1"]["text"].splitlines()
+           if line.startswith('DCGM_FI_DEV_XID_ERRORS{gpu="3"')]
+    assert xid and xid[0].endswith(" 79")
+    fake.answers[kube.configmap(ns, DCGM_CONFIGMAP)] = None  # no metrics CSV: no exporter starts
+    down = health.read_simulated(spec(), "kubeconfig")
+    assert down and all(e["text"] == "" and e["status"] == 503 and "cannot mount its metrics CSV" in e["error"]
+                        for e in down)
+    assert health.read_simulated(spec(), None) == []
+
+
+def test_exporter_pods_are_read_through_the_pod_proxy() -> None:
+    def pod(name: str, node: str | None, phase: str = "Running", app: str = "nvidia-dcgm-exporter") -> dict:
+        return {"metadata": {"name": name, "namespace": "gpu-operator", "labels": {"app": app}},
+                "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+    pods = [pod("e-1", "n1"), pod("e-2", "n2"), pod("e-3", "n3", "Pending"), pod("e-4", None),
+            pod("v-1", "n1", app="nvidia-operator-validator")]
+    api = FakeKube({kube.pod_proxy("gpu-operator", "e-1", 9400, "metrics"): "X 1\n",
+                    kube.pod_proxy("gpu-operator", "e-2", 9400, "metrics"): ApiError("GET ...: HTTP 403", 403, "")})
+    got = sorted(health.scrape_exporter_pods(api, pods), key=lambda e: e["node"])
+    assert got == [
+        {"source": "DCGM exporter pod gpu-operator/e-1", "node": "n1", "text": "X 1\n", "error": "", "status": 0},
+        {"source": "DCGM exporter pod gpu-operator/e-2", "node": "n2", "text": "", "error": "GET ...: HTTP 403",
+         "status": 403}]
+    assert sorted(api.asked) == sorted(kube.pod_proxy("gpu-operator", n, 9400, "metrics") for n in ("e-1", "e-2"))
+
+
+class _Serve:
+    """One local HTTP server answering every GET with ``body`` (a JSON or text page)."""
+
+    def __init__(self, body: str, status: int = 200) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(body.encode())
+                Handler.paths.append(self.path)
+
+            def log_message(self, *_a: Any) -> None:
+                pass
+
+        Handler.paths = []
+        self.handler = Handler
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_metrics_urls_are_scraped_and_an_unreachable_one_says_why() -> None:
+    text = 'DCGM_FI_DEV_XID_ERRORS{gpu="0",node="a"} 0\n'
+    page = _Serve(text)
+    try:
+        (good,) = health.scrape_urls([f"{page.url}/metrics"])
+    finally:
+        page.close()
+    assert good == {"source": f"{page.url}/metrics", "node": "", "text": text, "error": "", "url": True}
+    (bad,) = health.scrape_urls(["http://127.0.0.1:9/metrics"])
+    assert bad["text"] == "" and "refused" in bad["error"] and bad["url"] is True
+
+
+def test_a_prometheuss_loaded_rules_are_read_from_its_rules_api() -> None:
+    groups = [{"name": "g", "file": "/x/monitoring-r-1.yaml", "rules": [{"name": "A", "type": "alerting"}]}]
+    prom = _Serve(json.dumps({"status": "success", "data": {"groups": groups}}))
+    snap = snapshot.Snapshot()
+    try:
+        cluster.read_prometheus(snap, prom.url + "/")
+    finally:
+        prom.close()
+    assert (snap.prometheus_url, snap.prometheus_loaded, snap.prometheus_error) == (prom.url, groups, "")
+    assert prom.handler.paths == ["/api/v1/rules?type=alert"]
+    down = snapshot.Snapshot()
+    cluster.read_prometheus(down, "http://127.0.0.1:9")
+    assert down.prometheus_loaded is None and "refused" in down.prometheus_error
+    assert cluster.local_prometheus(None) is None
+
+
+def test_a_prometheus_that_cannot_be_read_fails_alert_rules_saying_so() -> None:
+    snap = recorded("real-cluster")
+    snap.prometheus_loaded, snap.prometheus_error = None, "connection refused"
+    (row,) = cluster.alert_checks(spec(), snap)
+    assert row.verdict is Verdict.failed and f"the Prometheus at {snap.prometheus_url} could not be read: " \
+                                               "connection refused" in row.reason
+
+
+def test_the_watchdog_reads_nodes_and_the_sharing_config_once_settled(monkeypatch) -> None:
+    nodes = recorded("real-cluster").nodes
+    ns = spec().gpu_operator.namespace
+    from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, device_plugin_config, dump
+
+    configs = {k: dump(v) for k, v in device_plugin_config(spec()).items()}
+    fake = FakeKube({kube.configmap(ns, DEVICE_PLUGIN_CONFIGMAP): {"data": configs}, kube.NODES: nodes})
+    monkeypatch.setattr(kube, "Kube", fake)
+    rows = watchdog.live_rows(spec(), "kubeconfig", None, 0.0, 3600.0)
+    assert rows and {r.check for r in rows} <= {"mig-reconfig", "sharing-reconfig"}
+    assert {r.verdict for r in rows} == {Verdict.passed}
+    one = watchdog.live_rows(spec(), "kubeconfig", None, 0.0, 3600.0, node="l4-1")
+    assert {r.subject for r in one} == {"l4-1"}
+
+
+def test_driver_upgrades_are_read_only_where_a_node_carries_a_state() -> None:
+    nodes = recorded("real-cluster").nodes
+    api = FakeKube({kube.EVENTS: [{"e": 1}], "/apis/apps/v1/namespaces/gpu-operator/daemonsets": [{"d": 1}],
+                    "/apis/apps/v1/namespaces/gpu-operator/controllerrevisions": [{"r": 1}],
+                    "/api/v1/namespaces/gpu-operator/pods": [{"p": 1}]})
+    assert upgrades.fetch(api, "gpu-operator", nodes) is None and api.asked == []
+    nodes[0]["metadata"]["labels"][upgrades.STATE_LABEL] = "upgrade-done"
+    got = upgrades.fetch(api, "gpu-operator", nodes)
+    assert got is not None
+    assert (got.events, got.daemonsets, got.revisions, got.pods, got.namespace) == (
+        [{"e": 1}], [{"d": 1}], [{"r": 1}], [{"p": 1}], "gpu-operator")
+    assert api.asked[0] == kube.EVENTS + "?fieldSelector=reason%3D" + upgrades.EVENT_REASON
+
+
+def test_the_checklist_prints_each_point_with_its_checks_and_note() -> None:
+    lines = checklist.lines()
+    assert len(lines) == len(checklist.CHECKLIST)
+    assert lines[0].startswith(" 1. Version matrix pinned (Kubernetes, driver, operators, charts)\n"
+                               "    checks: charts-installed\n    note: validation refuses")
+    assert "\n    checks: —\n" in next(line for line in lines if "Cost labels" in line)
+
+
+def test_the_suites_cluster_test_passes_fails_and_skips_as_the_row_says() -> None:
+    from gpucluster.verify.suite import test_cluster as suite
+
+    class Config:
+        stash = pytest.Stash()
+
+        def getoption(self, name: str) -> Any:
+            return {"--gpucluster-allow-not-measured": ["gpu-health"], "--gpucluster-inventory": str(
+                Path(__file__).resolve().parents[2] / "inventories" / "local")}[name]
+
+    config = Config()
+    suite.test_cluster(ok("node-ready", "a", "True", "True"), config)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match=r"node-ready a: expected True, actual False \(not Ready\)"):
+        suite.test_cluster(fail("node-ready", "a", "True", "False", "not Ready"), config)  # type: ignore[arg-type]
+    with pytest.raises(pytest.skip.Exception, match="no exporter"):
+        suite.test_cluster(skip("gpu-health", "a", "no exporter"), config)  # type: ignore[arg-type]
+    with pytest.raises(pytest.fail.Exception, match="not measured: no CRD"):
+        suite.test_cluster(skip("tenant-queue", "t", "no CRD"), config)  # type: ignore[arg-type]
