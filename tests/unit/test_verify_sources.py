@@ -17,6 +17,7 @@ from verify_faults import recorded, spec
 from gpucluster import expected, kube
 from gpucluster import labels as L
 from gpucluster.errors import ApiError
+from gpucluster.render import releases
 from gpucluster.render.monitoring import DCGM_CONFIGMAP, DCGM_CSV_KEY, dcgm_csv
 from gpucluster.verify import checklist, cluster, health, snapshot, upgrades, watchdog
 from gpucluster.verify.model import Verdict, fail, ok, skip
@@ -231,3 +232,114 @@ def test_the_suites_cluster_test_passes_fails_and_skips_as_the_row_says() -> Non
         suite.test_cluster(skip("gpu-health", "a", "no exporter"), config)  # type: ignore[arg-type]
     with pytest.raises(pytest.fail.Exception, match="not measured: no CRD"):
         suite.test_cluster(skip("tenant-queue", "t", "no CRD"), config)  # type: ignore[arg-type]
+
+
+class ListingKube(FakeKube):
+    """A FakeKube that answers LISTs (None for a resource not served) and access reviews by a rule."""
+
+    def __init__(self, answers: dict[str, Any], allowed: Any = None, refuse_reviews: bool = False) -> None:
+        super().__init__(answers)
+        self.allowed, self.refuse_reviews, self.reviews = allowed, refuse_reviews, []
+
+    def list(self, path: str) -> Any:
+        return self._answer(path)
+
+    def create(self, path: str, body: dict) -> dict:
+        assert path == kube.SUBJECT_ACCESS_REVIEWS
+        if self.refuse_reviews:
+            raise ApiError("POST subjectaccessreviews: HTTP 403", 403, "Forbidden")
+        self.reviews.append(body)
+        return {"status": {"allowed": bool(self.allowed and self.allowed(body["spec"]))}}
+
+
+def _served(**over: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {path: [] for path in snapshot.PATHS.values()}
+    out[kube.NODES] = [{"metadata": {"name": "n1"}}]
+    out.update(over)
+    return out
+
+
+def test_fetch_asks_one_list_per_field_the_release_namespaces_and_the_operators_pods(monkeypatch) -> None:
+    answers = _served(**{
+        kube.VOLCANO_QUEUES: None,  # the Queue CRD is not installed
+        "/api/v1/namespaces/gpu-operator/secrets": [{"r": 1}], "/api/v1/namespaces/volcano-system/secrets": [{"r": 2}],
+        "/api/v1/namespaces/gpu-operator/pods": [{"p": 1}], "/apis/x/devicetaintrules": []})
+    fake = ListingKube(answers, allowed=lambda s: s["resourceAttributes"]["verb"] == "get")
+    monkeypatch.setattr(snapshot.kube, "Kube", fake)
+    questions = [snapshot.AccessQuestion("g", "get", "", "pods", "ns"),
+                 snapshot.AccessQuestion("g", "delete", "", "pods", "ns")]
+    seen = []
+    snap = snapshot.fetch("kc", None, questions, {"device_taint_rules": "/apis/x/devicetaintrules"},
+                          helm_namespaces=["gpu-operator", "volcano-system", "gpu-operator"],
+                          operator_namespace="gpu-operator", then=lambda api, s: seen.append((api, s.calls)))
+    assert snap.nodes == [{"metadata": {"name": "n1"}}] and snap.queues is None
+    assert snap.helm_namespaces == ("gpu-operator", "volcano-system")
+    assert snap.helm_releases == [{"r": 1}, {"r": 2}] and snap.operator_pods == [{"p": 1}]
+    assert snap.calls == len(snapshot.PATHS) + 2 + 1
+    assert "/apis/x/devicetaintrules" in fake.asked and kube.DEVICE_TAINT_RULES not in fake.asked
+    assert snap.access == {questions[0]: True, questions[1]: False} and snap.reviews == 2
+    assert seen == [(fake, snap.calls)]
+
+
+def test_fetch_says_what_read_access_verify_needs(monkeypatch) -> None:
+    forbidden = ApiError("GET /api/v1/resourcequotas: HTTP 403", 403, "Forbidden")
+    monkeypatch.setattr(snapshot.kube, "Kube", ListingKube(_served(**{kube.RESOURCE_QUOTAS: forbidden})))
+    with pytest.raises(ApiError, match="verification needs read access to nodes, DRA objects, quotas") as err:
+        snapshot.fetch("kc")
+    assert err.value.status == 403
+    broken = ApiError("GET /api/v1/resourcequotas: HTTP 500", 500, "")
+    monkeypatch.setattr(snapshot.kube, "Kube", ListingKube(_served(**{kube.RESOURCE_QUOTAS: broken})))
+    with pytest.raises(ApiError, match=r"HTTP 500$"):
+        snapshot.fetch("kc")
+    from gpucluster.errors import ClusterUnreachable
+
+    monkeypatch.setattr(snapshot.kube, "Kube", ListingKube(_served(**{kube.NAMESPACES: None})))
+    with pytest.raises(ClusterUnreachable, match="/api/v1/namespaces is not served; is this a Kubernetes API server"):
+        snapshot.fetch("kc")
+
+
+def test_fetch_leaves_what_it_may_not_read_unread_with_the_reason(monkeypatch) -> None:
+    refused = ApiError("GET secrets: HTTP 403", 403, "Forbidden")
+    answers = _served(**{"/api/v1/namespaces/a/secrets": refused, "/api/v1/namespaces/gpu-operator/pods": refused})
+    monkeypatch.setattr(snapshot.kube, "Kube", ListingKube(answers, refuse_reviews=True))
+    snap = snapshot.fetch("kc", None, [snapshot.AccessQuestion("g", "get", "", "pods", "ns")], helm_namespaces=["a"],
+                          operator_namespace="gpu-operator")
+    assert snap.helm_releases is None
+    assert snap.helm_error == ("GET secrets: HTTP 403; reading installed chart versions needs list on Secrets "
+                               "labelled owner=helm in a")
+    assert snap.operator_pods is None and snap.operator_pods_error == (
+        "GET secrets: HTTP 403; reading GPU health from the GPU Operator's exporter and validator pods needs list on "
+        "pods in gpu-operator")
+    assert snap.access is None and snap.reviews == 0
+    assert snap.access_error == ("POST subjectaccessreviews: HTTP 403; checking tenant RBAC needs create on "
+                                 "subjectaccessreviews (authorization.k8s.io)")
+    broken = ApiError("GET pods: HTTP 500", 500, "")
+    monkeypatch.setattr(snapshot.kube, "Kube", ListingKube(_served(**{"/api/v1/namespaces/gpu-operator/pods": broken})))
+    with pytest.raises(ApiError, match="HTTP 500"):
+        snapshot.fetch("kc", operator_namespace="gpu-operator")
+
+
+def test_clusters_fetch_reads_the_health_sources_its_world_has(monkeypatch) -> None:
+    calls: dict[str, Any] = {}
+
+    def fake_fetch(kubeconfig, context, questions, paths, **kw):
+        calls.update(kw, questions=len(questions), paths=paths)
+        snap = snapshot.Snapshot(operator_pods=[{"pod": 1}])
+        kw["then"]("api", snap)
+        return snap
+
+    monkeypatch.setattr(snapshot, "fetch", fake_fetch)
+    monkeypatch.setattr(health, "scrape_exporter_pods", lambda api, pods: [{"pods": pods, "api": api}])
+    monkeypatch.setattr(health, "scrape_urls", lambda urls: [{"urls": list(urls)}])
+    monkeypatch.setattr(health, "read_simulated", lambda spec_, kc: [{"simulated": kc}])
+    monkeypatch.setattr(cluster, "read_prometheus", lambda snap, url: setattr(snap, "prometheus_url", url))
+    monkeypatch.setattr(cluster, "local_prometheus", lambda kc: "http://local-prom")
+    real = cluster.fetch(spec(), "kc", None, metrics_urls=["u"], prometheus="http://prom")
+    assert real.dcgm == [{"pods": [{"pod": 1}], "api": "api"}, {"urls": ["u"]}]
+    assert real.prometheus_url == "http://prom"
+    assert calls["operator_namespace"] == spec().gpu_operator.namespace
+    assert calls["helm_namespaces"] == [r.namespace for r in releases(spec())]
+    assert calls["questions"] > 700 and "device_taint_rules" in calls["paths"]
+    local = cluster.fetch(spec(), "kc", None, simulated=True)
+    assert local.dcgm == [{"urls": []}, {"simulated": "kc"}]  # no pod proxy: kwok pods have no address
+    assert local.prometheus_url == "http://local-prom"
