@@ -343,3 +343,69 @@ def test_clusters_fetch_reads_the_health_sources_its_world_has(monkeypatch) -> N
     local = cluster.fetch(spec(), "kc", None, simulated=True)
     assert local.dcgm == [{"urls": []}, {"simulated": "kc"}]  # no pod proxy: kwok pods have no address
     assert local.prometheus_url == "http://local-prom"
+
+
+def test_the_suite_parametrizes_one_test_per_row(monkeypatch) -> None:
+    from gpucluster.verify.suite import test_cluster as suite
+
+    rows = [ok("node-ready", "a", "True", "True"), skip("gpu-health", "a", "no exporter")]
+    monkeypatch.setattr(suite, "cluster_results", lambda config: rows)
+
+    class Metafunc:
+        fixturenames = ["row", "pytestconfig"]
+        config = object()
+
+        def parametrize(self, name: str, values: list, ids: list[str]) -> None:
+            self.got = (name, values, ids)
+
+    meta = Metafunc()
+    suite.pytest_generate_tests(meta)  # type: ignore[arg-type]
+    assert meta.got == ("row", rows, ["node-ready[a]", "gpu-health[a]"])
+    other = Metafunc()
+    other.fixturenames = ["host"]
+    suite.pytest_generate_tests(other)  # type: ignore[arg-type]
+    assert not hasattr(other, "got")
+
+
+def test_the_suites_host_test_matches_hosts_by_name_or_address_and_judges_their_rows(monkeypatch) -> None:
+    from gpucluster.verify.suite import test_hosts as suite
+
+    local = spec()
+    h200 = local.host("h200-1")
+    calls = []
+
+    def host_checks(spec_, host, h):
+        calls.append(host.name)
+        return [ok("host-swap", host.name, "off", "off"), fail("host-sysctl", f"{host.name}/x", "1", "0"),
+                skip("host-rdma", host.name, "no NIC")]
+
+    monkeypatch.setattr(suite, "host_checks", host_checks)
+    monkeypatch.setattr(suite, "_RESULTS", {})
+
+    class Host:
+        def __init__(self, name: str) -> None:
+            self.backend = type("B", (), {"get_hostname": lambda _self: name})()
+
+    class Config:
+        stash = pytest.Stash()
+
+        def getoption(self, name: str) -> Any:
+            return {"--gpucluster-allow-not-measured": [], "--gpucluster-inventory": str(
+                Path(__file__).resolve().parents[2] / "inventories" / "local")}[name]
+
+    config = Config()
+    suite.test_host(Host("h200-1"), local, "host-swap", config)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match=r"h200-1/x: expected 1, actual 0"):
+        suite.test_host(Host("h200-1"), local, "host-sysctl", config)  # type: ignore[arg-type]
+    with pytest.raises(pytest.fail.Exception, match=r"not measured: no NIC"):
+        suite.test_host(Host("h200-1"), local, "host-rdma", config)  # type: ignore[arg-type]
+    with pytest.raises(pytest.skip.Exception, match="host-nouveau does not apply to h200-1"):
+        suite.test_host(Host("h200-1"), local, "host-nouveau", config)  # type: ignore[arg-type]
+    assert calls == ["h200-1"]  # the host's rows are computed once
+    # a testinfra host named by its address is the spec host with that address (the local world's share one)
+    first = next(h.name for h in local.hosts if h.address == h200.address)
+    with pytest.raises(AssertionError, match=rf"{first}/x: expected 1"):
+        suite.test_host(Host(h200.address), local, "host-sysctl", config)  # type: ignore[arg-type]
+    with pytest.raises(pytest.fail.Exception, match="stray is neither the name nor the address of a host of cluster "
+                                                    "local"):
+        suite.test_host(Host("stray"), local, "host-swap", config)  # type: ignore[arg-type]
