@@ -286,7 +286,9 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
         from gpucluster.verify.model import Result, unallowed
         from gpucluster.verify.report import allowance_lines, summary_line
 
-        allowed = checks.allowed(allow_not_measured or {}, local_world=world is not None, chart_repositories=charts)
+        # the local world allows its own fixed list; --no-chart-repositories, where given, allows its list
+        allowed = checks.allowed(allow_not_measured or {}, local_world=world is not None,
+                                 chart_repositories=chart_repositories)
         with run.phase("verify") as say:
             report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=charts,
                                            simulated=world is not None)
