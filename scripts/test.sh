@@ -23,8 +23,11 @@ else
   # Tools only the tests use (not `gpucluster up`): the real Prometheus and Prometheus Operator of
   # the local world's monitoring add-on (tests/integration/test_alerts_live.py), and NVIDIA's device
   # plugin with the NVML stub for the site scenario's GPU stand-in (molecule/site/prepare.yml), and
-  # dra-cel, Kubernetes' DRA selector evaluation (tests/upstream/test_cel_upstream.py). Cached once built.
-  .venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub dra-cel || exit $?
+  # dra-cel, Kubernetes' DRA selector evaluation (tests/upstream/test_cel_upstream.py), and the deployers'
+  # schemas: Flux's and Argo CD's CRDs (tests/integration/test_deployers_live.py) and helmfile's loader
+  # (tests/upstream/test_helmfile_upstream.py). Cached once built.
+  .venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub dra-cel \
+    flux-crds argocd-crds helmfile-check || exit $?
   # The toolchain was just built: a test that finds a tool missing must fail, not skip.
   export GPUCLUSTER_REQUIRE_TOOLS=1
 fi

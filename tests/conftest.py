@@ -40,7 +40,8 @@ BASE_SPEC = {
 
 
 #: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
-TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary", "dra_cel"}
+TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary", "dra_cel",
+                 "helmfile_check"}
 #: Test folders that need the toolchain as a whole.
 TOOL_FOLDERS = ("integration", "molecule")
 
@@ -79,6 +80,12 @@ def oracle():
 def dra_cel() -> Path:
     """The built dra-cel tool: Kubernetes' DRA selector evaluation and ParseQuantity over JSON."""
     return require_tool("dra-cel")
+
+
+@pytest.fixture(scope="session")
+def helmfile_check() -> Path:
+    """The built helmfile-check tool: helmfile's own loader and release plan over a helmfile.yaml."""
+    return require_tool("helmfile-check")
 
 
 @pytest.fixture(scope="session")

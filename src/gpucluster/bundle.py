@@ -9,6 +9,8 @@ Layout::
     OUT/charts.lock.yaml              release -> chart, repository, version, values digest, and the
                                       releases to install first (``after``: Flux dependsOn, Argo waves)
     OUT/nodes/node-config.yaml        labels/taints per host (data for kubelet and the stacks)
+    OUT/flux/, OUT/argocd/, OUT/helmfile.yaml   with ``render --deployer``: what that deployer needs
+                                      to install the releases in the lock's order (gpucluster.deployers)
 
 Output is byte-identical for the same spec: keys keep a fixed order, files are sorted, and nothing
 time- or host-dependent is written. The bundle never holds secrets.
@@ -27,11 +29,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import NoReturn
 
 import yaml
 
+from gpucluster import atomic
 from gpucluster.errors import InputError
 from gpucluster.render import Rendered
 from gpucluster.render.common import Obj
@@ -150,8 +154,12 @@ def _unsafe(out: Path, rel: str) -> str:
     return ""
 
 
-def write(rendered: Rendered, out: Path, *, force: bool = False) -> dict[str, str]:
+def write(rendered: Rendered, out: Path, *, force: bool = False,
+          extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Write the bundle to ``out``, touching only files whose content changed.
+
+    ``extra`` adds files (relative path → content) to the bundle, such as a deployer's
+    (:mod:`gpucluster.deployers`); they are written, listed in the manifest and removed like the rest.
 
     A previous bundle there is updated in place (each file replaced atomically, files it wrote and the
     new one does not have removed). A folder holding other files is refused unless ``force``; even
@@ -160,6 +168,10 @@ def write(rendered: Rendered, out: Path, *, force: bool = False) -> dict[str, st
     "unchanged" | "removed".
     """
     content = files(rendered)
+    clash = sorted(set(content) & set(extra or {}))
+    if clash:
+        raise ValueError(f"extra bundle files would replace rendered ones: {', '.join(clash)}")
+    content = dict(sorted({**content, **(extra or {})}.items()))
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
     previous = _manifest(out) if out.exists() else None
@@ -183,18 +195,14 @@ def write(rendered: Rendered, out: Path, *, force: bool = False) -> dict[str, st
         path = out / rel
         if what in ("created", "updated"):
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(content[rel])
-            os.replace(tmp, path)
+            atomic.write(path, content[rel])
         elif what == "removed":
             path.unlink(missing_ok=True)
     manifest = {"format": MANIFEST_FORMAT,
                 "note": "written by `gpucluster render`: the files listed here are replaced or removed on "
                         "every render; other files in this folder are left alone",
                 "files": {rel: hashlib.sha256(text.encode()).hexdigest() for rel, text in content.items()}}
-    tmp = out / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, out / MARKER)
+    atomic.write(out / MARKER, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     for rel in (r for r, w in changes.items() if w == "removed"):
         folder = (out / rel).parent
         while folder != out and folder.is_dir() and not any(folder.iterdir()):

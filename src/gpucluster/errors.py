@@ -156,6 +156,20 @@ class StackFailed(GpuclusterError):
     """A stack operation failed; the message names the stack, the operation and the resource."""
 
 
+class ObjectsNotOurs(InputError):
+    """Objects the stacks would create exist on the cluster and the stack state does not record them as
+    ours; the message names each one and the two ways on (``--adopt``, or delete/rename it). Nothing was
+    changed."""
+
+
+class ConfirmationNeeded(InputError):
+    """A command that deletes asks first; it cannot ask on a non-interactive stdin (``--yes`` confirms)."""
+
+
+class Declined(GpuclusterError):
+    """The user answered no to a confirmation: nothing was done."""
+
+
 class Interrupted(GpuclusterError):
     """The user interrupted a run (Ctrl-C); the work in progress was stopped cleanly."""
 

@@ -26,6 +26,8 @@ from gpucluster.errors import AlreadyExists, ApiError, ClusterError, ClusterUnre
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpucluster"
+#: Accept header of a metadata-only list (PartialObjectMetadataList): names, labels, uids; no spec, data or status.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 # -- API paths ----------------------------------------------------------------------------------
 NODES = "/api/v1/nodes"
@@ -48,6 +50,7 @@ NIC_CLUSTER_POLICIES = "/apis/mellanox.com/v1alpha1/nicclusterpolicies"
 ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 ADMISSION_POLICY_BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def namespaced(namespace: str, plural: str, name: str = "", *, group: str = "", version: str = "v1") -> str:
@@ -170,9 +173,10 @@ class Kube:
         *,
         content_type: str = "application/json",
         missing_ok: bool = False,
+        accept: str = "application/json",
     ) -> dict[str, Any] | None:
         """One call; returns the decoded body, or None for a 404 when ``missing_ok``."""
-        status, data = self._send(method, path, body, content_type)
+        status, data = self._send(method, path, body, content_type, accept)
         if status == 404 and missing_ok:
             self._count(method)
             return None
@@ -216,6 +220,12 @@ class Kube:
         """A list call's items, or None when the resource type is not served (its CRD is absent)."""
         out = self.request("GET", path, missing_ok=True)
         return None if out is None else list(out.get("items") or [])
+
+    def metadata(self, path: str) -> builtins.list[dict[str, Any]] | None:
+        """The ``metadata`` of each object a list call returns (a metadata-only list: no spec, data or
+        status cross the wire), or None when the resource type is not served."""
+        out = self.request("GET", path, missing_ok=True, accept=METADATA_LIST)
+        return None if out is None else [i.get("metadata") or {} for i in out.get("items") or []]
 
     def items(self, path: str) -> builtins.list[dict[str, Any]]:
         """A list call's items ([] when the resource type is not served)."""

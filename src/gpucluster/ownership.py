@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucluster import lockfile
+from gpucluster import atomic, lockfile
 from gpucluster.errors import NotOurs
 
 MARKER = ".gpucluster-folder"
@@ -94,7 +94,8 @@ def _ours(root: Path, kind: Kind) -> bool:
     if found is not None:
         raise NotOurs(f"{root} is gpucluster's {found!r} folder ({root / MARKER}), not {kind.what}; "
                       "point the command at another folder")
-    entries = sorted(set(os.listdir(root)) - {f"{MARKER}.tmp"})  # a marker half-written by a crashed claim
+    # a marker half-written by a crashed claim (an earlier version wrote it as MARKER.tmp)
+    entries = sorted(e for e in os.listdir(root) if e != f"{MARKER}.tmp" and not atomic.temporary_of(e, MARKER))
     if not entries:
         return False
     if _earlier(root, kind, set(entries)):
@@ -120,9 +121,7 @@ def _earlier(root: Path, kind: Kind, entries: set[str]) -> bool:
 def _mark(root: Path, kind: Kind) -> None:
     data = {"owner": OWNER, "kind": kind.name, "format": FORMAT,
             "note": f"{kind.what}: gpucluster removes files here only while this marker is present"}
-    tmp = root / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, root / MARKER)
+    atomic.write(root / MARKER, json.dumps(data, indent=1) + "\n")
 
 
 def claim(folder: Path, kind: Kind) -> Path:

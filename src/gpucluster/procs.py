@@ -1,5 +1,8 @@
 """Processes we start and their records: loopback ports, spawning daemons, health probes, stopping by pid.
 
+These are the primitives; :mod:`gpucluster.local.runtime` runs components with them (start, record, wait until
+ready, roll back, stop).
+
 A :class:`Component` records one process (pid, argv, log, health URL, and what identifies it: its start
 time and executable). Anything gpucluster starts in the background — the local control plane, its
 add-ons — is recorded the same way, and is only ever treated as ours while the process with that pid
@@ -25,11 +28,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpucluster.errors import LocalWorldError
+from gpucluster.poll import poll
 
 HOST = "127.0.0.1"
 
@@ -120,6 +124,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(names: Iterable[str], pinned: Mapping[str, int] | None = None) -> dict[str, int]:
+    """A distinct port on 127.0.0.1 for each of ``names``: ``pinned`` ones checked free (:func:`require_free`),
+    the others free right now and different from each other and from the pinned ones."""
+    ports: dict[str, int] = {}
+    for name, port in (pinned or {}).items():
+        require_free(port, name)
+        ports[name] = port
+    for name in names:
+        while name not in ports:
+            port = free_port()
+            if port not in ports.values():
+                ports[name] = port
+    return ports
 
 
 def require_free(port: int, what: str) -> None:
@@ -220,12 +239,7 @@ def wait_exited(pid: int, timeout: float) -> bool:
     that is not ours) is not waited for. A SIGKILLed Go server keeps its listening socket until its
     last thread is gone, so a restart on the same port waits here first.
     """
-    deadline = time.monotonic() + timeout
-    while not gone(pid) and _zombie(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return poll(lambda: gone(pid) or not _zombie(pid), timeout=timeout, every=0.05)
 
 
 def stop(pid: int, grace: float = 10.0) -> bool:
@@ -235,11 +249,8 @@ def stop(pid: int, grace: float = 10.0) -> bool:
             os.kill(pid, sig)
         except ProcessLookupError:
             return True
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if gone(pid):
-                return True
-            time.sleep(0.05)
+        if poll(lambda: gone(pid), timeout=wait, every=0.05):
+            return True
     return gone(pid)
 
 
@@ -294,26 +305,6 @@ def probe(url: str, ctx: ssl.SSLContext | None, timeout: float = 2.0) -> tuple[b
         return False, f"HTTP {err.code}: {err.read(500).decode(errors='replace').strip()}"
     except (urllib.error.URLError, OSError) as err:
         return False, str(getattr(err, "reason", err))
-
-
-def wait_healthy(comp: Component, ca: Path, cert: Path, key: Path, state_dir: Path, timeout: float) -> None:
-    """Poll ``comp.health_url`` until 200; raise naming the component and its log on failure."""
-    ctx = tls_context(ca, cert, key) if comp.health_url.startswith("https") else None
-    deadline = time.monotonic() + timeout
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        # Not ours(): right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec), which
-        # would read as "exited" on a busy machine.
-        if gone(comp.pid):
-            raise LocalWorldError(f"{comp.name} exited during start-up; see its log: {comp.log}\n{tail(comp.log)}")
-        ok, last = probe(comp.health_url, ctx)
-        if ok:
-            return
-        time.sleep(0.25)
-    raise LocalWorldError(
-        f"{comp.name} did not become healthy within {timeout:.0f} s ({comp.health_url}: {last}); "
-        f"see its log: {comp.log}\n{tail(comp.log)}"
-    )
 
 
 def tail(log: str | Path, lines: int = 12) -> str:

@@ -47,6 +47,15 @@ VOLCANO_APIS = "v1.14.0"
 #: the release the pinned GPU Operator chart deploys (tests/upstream/facts/device-plugin.yaml,
 #: operator-bundled-device-plugin-version). Served by the Go module proxy at this exact version.
 K8S_DEVICE_PLUGIN = "v0.19.0"
+#: The deployers' API modules whose CRDs validate `render --deployer` bundles (tools/flux-crds,
+#: tools/argocd-crds) and helmfile's own loader (tools/helmfile-check); see docs/gitops.md.
+#: Flux v2.9.4's go.mod requires these three; the v2.10 API modules need Go 1.27.
+FLUX_SOURCE_API = "v1.9.4"
+FLUX_HELM_API = "v1.6.3"
+FLUX_KUSTOMIZE_API = "v1.9.4"
+#: Argo CD: the newest release whose API package resolves from served modules (tools/argocd-crds/go.mod).
+ARGOCD = "v3.3.19"
+HELMFILE = "v1.8.0"
 
 #: Pinned chart of every component that installs one, by component name.
 CHARTS: dict[str, Chart] = {c.name: c.chart for c in with_charts() if c.chart is not None}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +52,7 @@ def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | Non
 
 
 def _up(world: World, spec: Any, inventory: Path | None, *, no_crds: bool, all_crds: bool, reset: bool) -> None:
-    result = world.up(extra_tools=() if no_crds else ("kubectl", "crds"), reset=reset)
+    result = world.up(extra_tools=() if no_crds else ("crds",), reset=reset)
     if result.already_running:
         click.echo(f"already running and healthy (state: {world.dir}); nothing changed")
     elif not result.fresh:
@@ -172,16 +170,7 @@ def run_cmd(inventory: Path | None, state_dir: Path | None, kubeconfig: Path | N
     path = _kubeconfig(kubeconfig, state_dir)
     sim = Simulator(inventories.load(inventory), path, say=click.echo)
     click.echo(BANNER, err=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-
-    def watch_world() -> None:
-        while not stop.wait(1.0):
-            if not path.exists():
-                logging.info("kubeconfig %s is gone (world down): stopping", path)
-                stop.set()
-
-    threading.Thread(target=watch_world, daemon=True).start()
+    stop = addon_records.stop_event(path)
     try:
         sim.run(interval, stop)
     except KeyboardInterrupt:
@@ -283,17 +272,7 @@ def monitoring_run(settings_file: Path) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings.load(settings_file)
     click.echo(DCGM_BANNER, err=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    kubeconfig = Path(settings.kubeconfig)
-
-    def watch_world() -> None:
-        while not stop.wait(1.0):
-            if not kubeconfig.exists():
-                logging.info("kubeconfig %s is gone (world down): stopping", kubeconfig)
-                stop.set()
-
-    threading.Thread(target=watch_world, daemon=True).start()
+    stop = addon_records.stop_event(Path(settings.kubeconfig))
     try:
         Runtime(settings).run(stop)
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gpucluster import atomic
 from gpucluster.errors import LocalWorldError
 from gpucluster.procs import Component
 
@@ -66,9 +67,7 @@ class State:
             "ports": self.ports,
             "components": {n: asdict(c) for n, c in self.components.items()},
         }
-        tmp = self.file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, self.file)
+        atomic.write(self.file, json.dumps(data, indent=2) + "\n")
 
     @classmethod
     def load(cls, state_dir: Path) -> State | None:

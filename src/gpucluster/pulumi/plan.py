@@ -8,6 +8,7 @@ nothing is dropped silently.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,9 @@ class StackPlan:
     releases: dict[str, list[ChartSource]] = field(default_factory=dict)
     node_patches: list[Obj] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    #: Logical name → import ID of the objects adopted from the cluster (``--adopt``, now or in an earlier
+    #: run): imported and retained on delete (:mod:`gpucluster.pulumi.ownership`).
+    adopt: dict[str, str] = field(default_factory=dict)
 
     def objects(self) -> list[Obj]:
         return [o for objs in self.components.values() for o in objs]
@@ -70,6 +74,8 @@ class ClusterFacts:
     remote_charts: bool = True
     #: True in the local world, where the GPU simulator stands in for the node agents of those charts.
     simulated: bool = False
+    #: Discovery's (apiVersion, kind) → (plural, namespaced), for looking objects up (empty: unknown).
+    resources: Mapping[tuple[str, str], tuple[str, bool]] = field(default_factory=dict, compare=False)
 
 
 def chart_source(rel: Release) -> ChartSource:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -176,13 +175,13 @@ class Simulator:
         lifecycle controller lifts the taint (:data:`LIFECYCLE_TAINTS`); DaemonSets that do not tolerate
         it run nothing there meanwhile, so what the agents publish on the node changes once it is up.
         """
-        deadline = time.monotonic() + timeout
-        while True:
+        from gpucluster.poll import poll
+
+        def pending() -> list[str]:
             nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.with_selector(NODES, SELECTOR))}
-            pending = [name for name in names if not _started(nodes.get(name))]
-            if not pending or time.monotonic() >= deadline:
-                return pending
-            time.sleep(0.25)
+            return [name for name in names if not _started(nodes.get(name))]
+
+        return poll(pending, timeout=timeout, every=0.25, done=lambda left: not left)
 
     def settle(self, rounds: int = 6) -> SyncReport:
         """Sync until a sync writes nothing (at most ``rounds``): MIG changes take one step per sync."""
