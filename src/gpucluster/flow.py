@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,16 +212,17 @@ def _state_of(spec: ClusterSpec, state_dir: Path | None, world_dir: Path | None,
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
            verify: bool = True, reset: bool = False, context: str | None = None,
-           partial: bool = False, hosts: bool = True, chart_repositories: bool = True,
-           adopt: Sequence[str] = ()) -> Report:
+           allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
+           chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
-    ``partial``: rows the closing verification cannot measure do not fail the run (they are still
-    listed). The local world is always a partial run: it cannot install charts.
+    ``allow_not_measured`` (check id -> who allowed it, :func:`gpucluster.verify.checks.parse`): rows of
+    these checks that the closing verification cannot measure do not fail the run (they are still listed).
+    The local world adds its fixed list (:data:`gpucluster.verify.checks.LOCAL_WORLD`: it installs no chart).
     ``hosts``: on an inventory of real hosts, run the host layer first (``--skip-hosts`` turns it off).
     ``chart_repositories`` False: chart repositories cannot be reached from here, so releases from a
     repository are reported as not installed, with the objects whose CRDs they bring, and what their
-    node agents would publish is not measured (a partial run, like the local world).
+    node agents would publish is not measured (:data:`gpucluster.verify.checks.NO_CHART_REPOSITORIES` allowed).
     ``adopt``: ``KIND/NAMESPACE/NAME`` of objects that exist on the cluster and that the stacks may take
     over: imported and retained (``down`` leaves them). Any other object the stacks would create that
     exists and is not in the stack state stops the run before the first create
@@ -241,7 +242,8 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with _held(spec, state, world_dir, kubeconfig, inventory):
         _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
-            kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial,
+            kubeconfig=kubeconfig, verify=verify, reset=reset, context=context,
+            allow_not_measured=allow_not_measured or {},
             hosts=hosts, chart_repositories=chart_repositories, adopt=adopt)
     report.count_changes()
     return report
@@ -283,7 +285,7 @@ def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path 
 
 def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
-        context: str | None = None, partial: bool = False, hosts: bool = True,
+        context: str | None = None, allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
         chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
     world = None
     if not inventories.is_local(spec):
@@ -308,44 +310,52 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context,
             charts=charts, adopt=adopt)
     if verify and not dry_run:
-        from gpucluster.verify.report import summary_line
+        from gpucluster.verify import checks
+        from gpucluster.verify.model import Result, unallowed
+        from gpucluster.verify.report import allowance_lines, summary_line
 
-        partial = partial or not charts
+        # the local world allows its own fixed list; --no-chart-repositories, where given, allows its list
+        allowed = checks.allowed(allow_not_measured or {}, local_world=world is not None,
+                                 chart_repositories=chart_repositories)
         with run.phase("verify") as say:
             report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=charts,
                                            simulated=world is not None)
             c = report.verify["summary"]
-            report.verify["partial"] = partial
-            why = ("the local world installs no charts" if world is not None else
-                   "chart repositories unreachable" if not charts else "--partial")
-            say(summary_line(c) + (f" (a partial run: {why}; not-measured rows are listed, not failed)"
-                                   if partial and c["not-measured"] else ""))
+            report.verify["allowedNotMeasured"] = dict(sorted(allowed.items()))
+            say(summary_line(c))
+            rows = [Result.from_dict(p) for p in report.verify["problems"]]
+            for line in allowance_lines(rows, allowed):
+                say(line)
+            left = unallowed(rows, allowed)
             if c["fail"]:
                 run.problem = f"{c['fail']} check(s) failed"
-            elif c["not-measured"] and not partial:
-                run.problem = f"{c['not-measured']} check(s) not measured"
+            elif left:
+                run.problem = f"{len(left)} row(s) not measured ({','.join(sorted({r.check for r in left}))})"
     return report
 
 
 def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: float = 30.0,
                    context: str | None = None, charts_reachable: bool = True,
                    simulated: bool = False) -> dict[str, Any]:
-    """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
+    """The cluster checks of ``gpucluster verify`` (the same rows; no host checks) after ``up``.
 
     Simulated or real node agents act on what the stacks just applied a little later, so a failing
-    check is looked at again every 2 s for up to ``settle_s`` before it counts. Returns the counts
-    and every failed or not-measured row.
+    check is looked at again every 2 s for up to ``settle_s`` before it counts; MIG and sharing changes
+    in progress are followed first, as ``gpucluster verify`` follows them. Returns the counts and every
+    failed or not-measured row.
     """
     from gpucluster import expected
     from gpucluster.poll import poll
-    from gpucluster.verify import cluster, report
+    from gpucluster.verify import cluster, report, upgrades, watchdog
     from gpucluster.verify.model import Verdict
 
     states = expected.host_states(spec)
+    config = str(kubeconfig) if kubeconfig else None
+    followed = watchdog.live_rows(spec, config, context, watchdog.DEFAULT_DEADLINE, upgrades.DEFAULT_DEADLINE)
 
     def check() -> list[Any]:
-        snap = cluster.fetch(spec, str(kubeconfig) if kubeconfig else None, context)
-        return cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated)
+        snap = cluster.fetch(spec, config, context, simulated=simulated)
+        return cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated) + followed
 
     results = poll(check, timeout=settle_s, every=2, done=lambda rs: not any(r.verdict is Verdict.failed for r in rs))
     return {"summary": report.counts(results),

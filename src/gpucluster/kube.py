@@ -65,6 +65,12 @@ def configmap(namespace: str, name: str) -> str:
     return namespaced(namespace, "configmaps", name)
 
 
+def pod_proxy(namespace: str, pod: str, port: int, path: str) -> str:
+    """A pod's HTTP ``path`` through the API server (``pods/<name>:<port>/proxy/<path>``; kubernetes v1.37.2
+    pkg/registry/core/pod/strategy.go:586 ResourceLocation takes ``name:port``). Needs ``get pods/proxy``."""
+    return f"{namespaced(namespace, 'pods', pod)}:{port}/proxy/{path.lstrip('/')}"
+
+
 def with_selector(path: str, selector: str) -> str:
     """``path`` with a ``labelSelector`` query (``key=value``)."""
     return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}"
@@ -243,6 +249,14 @@ class Kube:
     def get(self, path: str) -> dict[str, Any] | None:
         """The object at ``path``, or None when it does not exist."""
         return self.request("GET", path, missing_ok=True)
+
+    def text(self, path: str) -> str:
+        """A GET whose answer is text, not an object (a pod's ``/metrics`` through the API server's proxy)."""
+        status, data = self._send("GET", path, None, "application/json", accept="text/plain, */*")
+        if not 200 <= status < 300:
+            raise api_error("GET", path, status, data)
+        self._count("GET")
+        return data.decode(errors="replace")
 
     def list(self, path: str) -> builtins.list[dict[str, Any]] | None:
         """A list call's items, or None when the resource type is not served (its CRD is absent)."""

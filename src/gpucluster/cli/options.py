@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
+from gpucluster.verify import checks
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -43,7 +45,14 @@ no_chart_repositories = click.option(
     "--no-chart-repositories", "no_chart_repositories", is_flag=True,
     help="Chart repositories cannot be reached from here: releases from a repository are reported as not "
          "installed, with the objects whose CRDs they bring, and what their node agents would publish is not "
-         "measured (a partial run). Air-gapped sites point a release's `repository` at a local chart folder.",
+         "measured (those checks are allowed to be). Air-gapped sites point a release's `repository` at a local "
+         "chart folder.",
+)
+allow_not_measured = click.option(
+    "--allow-not-measured", "allow_not_measured", multiple=True, metavar="CHECK[,CHECK...]",
+    help="Rows of these checks that cannot be measured do not fail the run (each is still listed with its "
+         "reason). Every other unmeasured row fails it. The local world allows "
+         f"{' and '.join(sorted(checks.LOCAL_WORLD))} (it installs no chart), and nothing else.",
 )
 out_dir = click.option(
     "--out-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,

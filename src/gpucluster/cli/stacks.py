@@ -64,9 +64,10 @@ def print_report(report: Report, output: str) -> None:
                               f"actual {p['actual']}", soft_wrap=True)
             else:
                 skips[(p["check"], p["reason"])] = skips.get((p["check"], p["reason"]), 0) + 1
+        allowed = report.verify.get("allowedNotMeasured", {})
         for (check, reason), n in sorted(skips.items()):
-            console.print(f"[yellow]not measured[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}",
-                          soft_wrap=True)
+            mark = f"not measured (allowed: {allowed[check]})" if check in allowed else "not measured"
+            console.print(f"[yellow]{mark}[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}", soft_wrap=True)
     for note in report.notes:
         console.print(f"note: {note}")
 
@@ -103,8 +104,7 @@ def _announce(command: str, inventory: Path | None, state_dir: Path | None, worl
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
 @click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
 @click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
-@click.option("--partial", is_flag=True, help="Checks that cannot be measured do not fail the run (the local "
-              "world always runs this way: it installs no charts).")
+@options.allow_not_measured
 @click.option("--adopt", "adopt", multiple=True, metavar="KIND/NAMESPACE/NAME",
               help="Take over an object the stacks would create that already exists on the cluster (NAMESPACE "
                    "empty when cluster-scoped: Namespace//monitoring; a Helm release: Release/NAMESPACE/NAME): "
@@ -112,18 +112,23 @@ def _announce(command: str, inventory: Path | None, state_dir: Path | None, worl
                    "such object it did not create, before changing anything.")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
        kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, skip_hosts: bool,
-       dry_run: bool, no_verify: bool, reset: bool, partial: bool, adopt: tuple[str, ...]) -> None:
+       dry_run: bool, no_verify: bool, reset: bool, allow_not_measured: tuple[str, ...],
+       adopt: tuple[str, ...]) -> None:
     """Bring the cluster to the spec: the local world (local inventory) or the host layer (real hosts:
     playbooks/site.yml, then the admin kubeconfig from the init host), the platform and tenants
     stacks, verify.
 
-    Exit 1 when a host task failed, an object did not become ready or a cluster check failed; exit 2
-    when an object the stacks would create exists and is neither in the stack state nor adopted.
+    Exit 1 when a host task failed, an object did not become ready, a cluster check failed or a row could
+    not be measured whose check is not allowed to be (--allow-not-measured); 2 for bad input or when an
+    object the stacks would create exists and is neither in the stack state nor adopted.
     """
     _announce("up", inventory, state_dir, world_dir, kubeconfig, context, fetched_later=not skip_hosts)
+    from gpucluster.verify import checks
+
+    allowed = checks.parse(allow_not_measured)
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
                          kubeconfig=kubeconfig, verify=not no_verify, reset=reset,
-                         context=context, partial=partial, hosts=not skip_hosts,
+                         context=context, allow_not_measured=allowed, hosts=not skip_hosts,
                          chart_repositories=not no_chart_repositories, adopt=adopt)
     print_report(report, output)
     problems = []
@@ -134,9 +139,14 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
         problems.append(f"{len(report.not_ready)} object(s) not ready")
     if report.verify and report.verify["summary"]["fail"]:
         problems.append(f"{report.verify['summary']['fail']} check(s) failed")
-    elif report.verify and report.verify["summary"]["not-measured"] and not report.verify.get("partial"):
-        problems.append(f"{report.verify['summary']['not-measured']} check(s) not measured (--partial accepts "
-                        "them)")
+    elif report.verify:
+        from gpucluster.verify.model import Result
+        from gpucluster.verify.model import problems as verify_problems
+
+        rows = [Result.from_dict(p) for p in report.verify["problems"]]
+        problem = verify_problems(rows, report.verify.get("allowedNotMeasured", {}))
+        if problem:
+            problems.append(problem)
     if problems:
         raise Failed("; ".join(problems))
 
