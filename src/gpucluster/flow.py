@@ -162,19 +162,24 @@ def local_world_phase(world_dir: Path | None, spec: ClusterSpec, inventory: Path
             "its data is kept)")
     from gpucluster.toolchain import locate
 
+    alongside = []
     if not result.fresh:
         # A running world got its CRDs when it started; the plan phase lists any kind still missing.
         say("operator CRDs left as they are")
     elif locate("crds") is not None:
         from gpucluster.local.crds import install_crds
 
-        say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")
+        def crds() -> None:
+            say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")
+
+        alongside.append(crds)
     else:
         say("operator CRDs not built (`gpucluster tools install crds`): their objects are skipped")
     from gpucluster import addons
 
-    # Simulated GPU nodes (kept current in the background) and Volcano, as `gpucluster local up` does.
-    addons.start(world, spec, inventory, say=say)
+    # Simulated GPU nodes (kept current in the background) and Volcano, as `gpucluster local up` does;
+    # the operators' CRDs go in meanwhile.
+    addons.start(world, spec, inventory, say=say, alongside=alongside)
     return world
 
 
