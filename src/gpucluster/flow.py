@@ -171,19 +171,24 @@ def local_world_phase(world_dir: Path | None, spec: ClusterSpec, inventory: Path
             "its data is kept)")
     from gpucluster.toolchain import locate
 
+    alongside = []
     if not result.fresh:
         # A running world got its CRDs when it started; the plan phase lists any kind still missing.
         say("operator CRDs left as they are")
     elif locate("crds") is not None:
         from gpucluster.local.crds import install_crds
 
-        say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")
+        def crds() -> None:
+            say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")
+
+        alongside.append(crds)
     else:
         say("operator CRDs not built (`gpucluster tools install crds`): their objects are skipped")
     from gpucluster import addons
 
-    # Simulated GPU nodes (kept current in the background) and Volcano, as `gpucluster local up` does.
-    addons.start(world, spec, inventory, say=say)
+    # Simulated GPU nodes (kept current in the background) and Volcano, as `gpucluster local up` does;
+    # the operators' CRDs go in meanwhile.
+    addons.start(world, spec, inventory, say=say, alongside=alongside)
     return world
 
 
@@ -386,7 +391,7 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
     programs = _programs(plans, kubeconfig, context)
     for name in ("platform", "tenants"):
         with run.phase(f"{name} stack") as say:
-            counts = engine.run(name, "preview" if dry_run else "up", programs[name], on_output=None)
+            counts = _apply(engine, name, plans[name], programs[name], kubeconfig, context, facts.uid, dry_run=dry_run)
             report.stacks.append(counts.as_dict())
             say(_counts_line(counts.as_dict()))
             if name == "platform" and not dry_run and _unserved(plans):
@@ -404,12 +409,25 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
                 from gpucluster.simulator import Simulator
                 from gpucluster.simulator.reconcile import summarize_notes
 
-                # The simulated node agents read the configuration the stacks just applied; what they
-                # still note now is the settled state, worth one line each.
+                # The simulated node agents act on the configuration the stacks just applied, step by step
+                # as theirs would (a MIG change is pending, then applied): settled here rather than left
+                # to the background process's next syncs, so verify looks at the nodes as they end up.
+                # What the agents still note then is the settled state, worth one line each.
                 sim = Simulator(spec, Path(kubeconfig or ""))
-                report.notes += [f"simulated agents: {line}" for line in summarize_notes(sim.sync().notes)]
+                report.notes += [f"simulated agents: {line}" for line in summarize_notes(sim.settle().notes)]
                 sim.close()
     return report
+
+
+def _apply(engine: Any, name: str, stack_plan: Any, program: Callable[[], Any], kubeconfig: Path | None,
+           context: str | None, cluster_uid: str, *, dry_run: bool) -> Any:
+    """Preview or update stack ``name``. An update whose inputs and state are byte-identical to those its last
+    successful update recorded is not run: the engine would change nothing (:mod:`gpucluster.pulumi.fingerprint`),
+    and the counts say so (``inputs_unchanged``)."""
+    if dry_run:
+        return engine.run(name, "preview", program, on_output=None)
+    inputs = engine.inputs(name, stack_plan, str(kubeconfig) if kubeconfig else None, context, cluster_uid)
+    return engine.converged(name, inputs) or engine.run(name, "up", program, on_output=None, inputs=inputs)
 
 
 def _unserved(plans: dict[str, Any]) -> list[Any]:
@@ -456,7 +474,8 @@ def _second_pass(report: Report, say: Callable[[str], None], engine: Any, render
     still = {s.what for s in _unserved(again)}
     if wanted - still:
         say(f"{len(wanted - still)} object(s) whose CRDs the releases installed: applying them now")
-        counts = engine.run("platform", "up", _programs(again, kubeconfig, context)["platform"], on_output=None)
+        counts = _apply(engine, "platform", again["platform"], _programs(again, kubeconfig, context)["platform"],
+                        kubeconfig, context, facts.uid, dry_run=False)
         report.stacks.append({**counts.as_dict(), "stack": "platform (second pass)"})
         say(_counts_line(counts.as_dict()))
     return again
@@ -551,6 +570,12 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
     return report
 
 
+#: How a stack the engine did not run is reported (see :func:`_apply`).
+INPUTS_UNCHANGED = "unchanged (inputs identical to the last update)"
+
+
 def _counts_line(c: dict[str, Any]) -> str:
+    if c.get("inputs_unchanged"):
+        return f"{c['stack']}: {INPUTS_UNCHANGED}: {c['same']} resources as that update left them"
     return (f"{c['stack']}: {c['created']} created, " + (f"{c['imported']} imported, " if c.get("imported") else "")
             + f"{c['updated']} updated, {c['deleted']} deleted, {c['same']} unchanged")

@@ -220,6 +220,11 @@ def test_second_up_reports_no_changes(cold, lw: Cluster):
     # nothing is looked up: everything the stacks create is in their state.
     assert _retained(state)["namespace/monitoring"] is True
     assert (report.ownership["looked_up"], report.ownership["calls"], report.ownership["adopted"]) == (0, 0, [])
+    # Once more with the same inputs: both stacks are byte-identical to that update, so the engine does not run,
+    # and the report says so rather than count a comparison that did not happen.
+    again = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True)
+    assert [(c["stack"], c["inputs_unchanged"]) for c in again.stacks] == [("platform", True), ("tenants", True)]
+    assert [c["same"] for c in again.stacks] == [c["same"] for c in report.stacks], (again.stacks, report.stacks)
 
 
 def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluster, tmp_path):

@@ -153,6 +153,9 @@ def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, v
         tmp_path, "cp-1", "[kubernetes_node_cluster_configuration, kubernetes_node_feature_gates]")
     args = {c: {a["name"]: a["value"] for a in cluster[c]["extraArgs"]}
             for c in ("apiServer", "controllerManager", "scheduler")}
+    # The API client rate limits (defaults/main.yml says why) on both versions; the rest depends on the version.
+    assert [args["controllerManager"].pop(k) for k in ("kube-api-qps", "kube-api-burst")] == ["100", "200"]
+    assert [args["scheduler"].pop(k) for k in ("kube-api-qps", "kube-api-burst")] == ["200", "400"]
     if version == "1.36.3":
         assert all(a["feature-gates"] == "DRADeviceTaintRules=true" for a in args.values()), args
         assert args["apiServer"]["runtime-config"] == "resource.k8s.io/v1beta2=true"

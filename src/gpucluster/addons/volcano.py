@@ -116,8 +116,26 @@ def launches(world: World, spec: ClusterSpec, conf: Path, ports: dict[str, int])
                    health_url=f"http://{procs.HOST}:{ports[name]}/healthz") for name in NAMES]
 
 
-def start(world: World, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | None = None) -> dict[str, Component]:
-    """Install the CRDs and start both daemons for ``world`` (a running local ``World``).
+def prepare(world: World, *, say: Say | None = None) -> bool:
+    """What the daemons need before they start (needs only the API server): their binaries found (ToolMissing
+    says how to build them, before anything is installed) and their CRDs Established.
+
+    False when both daemons already run healthy: nothing to prepare, and :func:`start` leaves them alone.
+    """
+    say = say or (lambda _m: None)
+    if running(world):
+        return False
+    for name in NAMES:
+        path_of(name)
+    names = install_crds(Path(world.kubeconfig), say=say)
+    say(f"✓ {len(names)} Volcano CRDs Established (generated from volcano.sh/apis)")
+    return True
+
+
+def start(world: World, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | None = None,
+          prepared: bool = False) -> dict[str, Component]:
+    """Install the CRDs (unless ``prepared`` by :func:`prepare` already) and start both daemons for ``world``
+    (a running local ``World``).
 
     Returns the recorded components. When both already run healthy, nothing changes.
     """
@@ -126,10 +144,8 @@ def start(world: World, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | 
         say("Volcano already running; nothing changed")
         return addons.load(world.dir, NAME)
     stop(world)  # a crashed half-start: stop what is left before starting fresh
-    for name in NAMES:
-        path_of(name)  # ToolMissing says how to build them, before anything is installed
-    names = install_crds(Path(world.kubeconfig), say=say)
-    say(f"✓ {len(names)} Volcano CRDs Established (generated from volcano.sh/apis)")
+    if not prepared:
+        prepare(world, say=say)
     conf = addons.folder(world.dir, NAME) / "scheduler.conf"
     atomic.write(conf, render_volcano.scheduler_conf_text(spec))
     ports = procs.free_ports([*NAMES, *(f"{n}-metrics" for n in NAMES)])

@@ -41,6 +41,9 @@ def print_report(report: Report, output: str) -> None:
     for c in report.stacks:
         table.add_row(c["stack"], *(str(c[k]) for k in ("created", "updated", "deleted", "same", "seconds")))
     console.print(table)
+    for c in report.stacks:
+        if c.get("inputs_unchanged"):
+            console.print(f"{c['stack']}: {flow.INPUTS_UNCHANGED}; the engine did not run", soft_wrap=True)
     changed = sum(c["created"] + c["updated"] + c["deleted"] for c in report.stacks)
     changed += sum(h.get("changed", 0) for h in report.hosts.values())
     if report.stacks and not changed:

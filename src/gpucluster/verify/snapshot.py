@@ -21,6 +21,8 @@ from gpucluster.verify import helm
 Obj = dict[str, Any]
 #: SubjectAccessReviews in flight at once (each is one small POST).
 REVIEW_THREADS = 8
+#: LISTs in flight at once.
+LIST_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -157,29 +159,35 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
     GPU health scrapes). ``paths`` replaces the LIST of a field (an API version that depends on the
     cluster's)."""
     snap = Snapshot()
-    with kube.Kube(kubeconfig, context=context, timeout=60) as api:
-        for attr, path in {**PATHS, **(paths or {})}.items():
-            try:
-                items = api.list(path)
-            except ApiError as err:
-                if err.status not in (401, 403):
-                    raise
-                raise ApiError(f"{err}; verification needs read access to nodes, DRA objects, quotas and the "
-                               "operators' CRs", err.status, err.reason) from None
+    lists = {**PATHS, **(paths or {})}
+    snap.helm_namespaces = tuple(dict.fromkeys(helm_namespaces))
+    helm_paths = [helm.deployed_in(namespace) for namespace in snap.helm_namespaces]
+    with kube.Kube(kubeconfig, context=context, timeout=60) as api, ThreadPoolExecutor(LIST_THREADS) as pool:
+        # The LISTs are independent: asked at once, they cost about the slowest one, not the sum.
+        answers = dict(zip([*lists, *helm_paths], pool.map(lambda path: _list(api, path),
+                                                             [*lists.values(), *helm_paths]), strict=True))
+        for attr, path in lists.items():
+            items = answers[attr]
+            if isinstance(items, ApiError):
+                if items.status not in (401, 403):
+                    raise items
+                raise ApiError(f"{items}; verification needs read access to nodes, DRA objects, quotas and the "
+                               "operators' CRs", items.status, items.reason) from None
             snap.calls += 1
             if items is None and attr in REQUIRED:
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
             setattr(snap, attr, items)
-        snap.helm_namespaces = tuple(dict.fromkeys(helm_namespaces))
         records: list[Obj] = []
-        try:
-            for namespace in snap.helm_namespaces:
-                records += api.list(helm.deployed_in(namespace)) or []
-                snap.calls += 1
+        for path in helm_paths:
+            items = answers[path]
+            if isinstance(items, ApiError):
+                snap.helm_error = (f"{items}; reading installed chart versions needs list on Secrets labelled "
+                                   f"owner=helm in {', '.join(snap.helm_namespaces)}")
+                break
+            records += items or []
+            snap.calls += 1
+        else:
             snap.helm_releases = records
-        except ApiError as err:
-            snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
-                               f"owner=helm in {', '.join(snap.helm_namespaces)}")
         if operator_namespace:
             try:
                 snap.operator_pods = api.items(kube.namespaced(operator_namespace, "pods"))
@@ -194,6 +202,14 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
         if then is not None:
             then(api, snap)
     return snap
+
+
+def _list(api: kube.Kube, path: str) -> list[Obj] | ApiError | None:
+    """One LIST; a refusal is returned (the caller words it), anything else (unreachable) raises."""
+    try:
+        return api.list(path)
+    except ApiError as err:
+        return err
 
 
 def review_access(api: kube.Kube, snap: Snapshot, questions: Sequence[AccessQuestion]) -> None:
