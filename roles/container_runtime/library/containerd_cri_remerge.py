@@ -2,7 +2,7 @@
 """Carry this role's CRI settings into the drop-ins containerd loads after ours (the post-toolkit re-merge).
 
 containerd 1.6/1.7 replace a plugin section whole when a later file names it (containerd v1.6.20
-services/server/config/config.go mergeConfig, line 328: `to.Plugins[k] = v`; the same at v1.7.35, line
+services/server/config/config.go mergeConfig at line 328 sets `to.Plugins[k] = v`; the same at v1.7.35, line
 299); 2.x merges key by key, but a later file's value still wins (v2.0.14 cmd/containerd/server/config/
 config.go mergeConfig, line 432). The NVIDIA Container Toolkit writes such a later file: `nvidia-ctk
 runtime configure` and the GPU Operator's toolkit container (config sources [command, file]) copy the
