@@ -143,9 +143,13 @@ def catalog_cmd(output: str) -> None:
     models = catalog.catalog()
     if output == "json":
         jsonout.emit({key: {"productName": m.product_name, "memoryMiB": m.memory_mib,
-                                     "architecture": m.architecture, "computeCapability": m.compute_capability,
-                                     "migProfiles": list(m.mig.profiles) if m.mig else []}
-                               for key, m in models.items()})
+                            "architecture": m.architecture, "computeCapability": m.compute_capability,
+                            "migProfiles": list(m.mig.profiles) if m.mig else [],
+                            # where each value comes from: a real-board capture, a mock, nominal
+                            "sources": dict(m.sources),
+                            "migProfileMemory": {p.name: {"memoryMiB": p.memory_mib, "source": p.memory_source}
+                                                 for p in (m.mig.profiles.values() if m.mig else [])}}
+                      for key, m in models.items()})
         return
     for key, m in models.items():
         migs = ", ".join(p for p in m.mig.profiles) if m.mig else "no MIG"

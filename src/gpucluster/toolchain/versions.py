@@ -364,6 +364,25 @@ _ALL: list[Tool] = [
         optional=True,
         crd_packages=("github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1",),
     ),
+    # containerd of the two majors the host layer supports beyond Debian 12's 1.6 (which Molecule runs
+    # from Debian's package): 1.7, 2.0 (the last release before 2.1 changed how drop-ins merge plugin
+    # sections) and the newest 2.x. Only `containerd --config FILE config dump` runs (no daemon): the
+    # upstream tier merges the host layer's drop-ins with the NVIDIA Container Toolkit's through them
+    # (tests/upstream/test_containerd_dropins_upstream.py). Optional: only that test needs them.
+    *(Tool(
+        name=name,
+        version=version,
+        module=module,
+        package=f"{path}/cmd/containerd",
+        ldflags=(f"-X {path}/version.Version={version}",),
+        version_text=f" {version} ",
+        optional=True,
+        output="containerd",
+    ) for name, version, module, path in (
+        ("containerd-1.7", versions.CONTAINERD_17, "containerd17", "github.com/containerd/containerd"),
+        ("containerd-2.0", versions.CONTAINERD_20, "containerd20", "github.com/containerd/containerd/v2"),
+        ("containerd-2", versions.CONTAINERD_2, "containerd2", "github.com/containerd/containerd/v2"),
+    )),
     # helmfile's own state loader over a rendered helmfile.yaml (tools/helmfile-check, our main over
     # github.com/helmfile/helmfile's pkg/state): strict parsing as `helmfile` does, then its release
     # plan (the `needs` graph). Optional: only tests/integration/test_deployers_live.py runs it.
