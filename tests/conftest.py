@@ -41,7 +41,7 @@ BASE_SPEC = {
 
 #: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
 TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary", "dra_cel",
-                 "helmfile_check"}
+                 "helmfile_check", "helm"}
 #: Test folders that need the toolchain as a whole.
 TOOL_FOLDERS = ("integration", "molecule")
 
@@ -86,6 +86,12 @@ def dra_cel() -> Path:
 def helmfile_check() -> Path:
     """The built helmfile-check tool: helmfile's own loader and release plan over a helmfile.yaml."""
     return require_tool("helmfile-check")
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The built helm CLI (Helm v3.22.0, unmodified): `helm template` of charts whose source a Go module holds."""
+    return require_tool("helm")
 
 
 @pytest.fixture(scope="session")

@@ -56,6 +56,9 @@ FLUX_KUSTOMIZE_API = "v1.9.4"
 #: Argo CD: the newest release whose API package resolves from served modules (tools/argocd-crds/go.mod).
 ARGOCD = "v3.3.19"
 HELMFILE = "v1.8.0"
+#: Helm, for the tests only: `helm template` renders charts whose source a Go module we build carries
+#: (Volcano's), so what their templates make of our values is Helm's answer (tools/helm).
+HELM = "v3.22.0"
 
 #: Pinned chart of every component that installs one, by component name.
 CHARTS: dict[str, Chart] = {c.name: c.chart for c in with_charts() if c.chart is not None}
