@@ -14,6 +14,7 @@ the scheduler's configuration must equal the mapping's.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -104,6 +105,7 @@ def test_device_taints_make_the_api_server_serve_volcanos_taint_rules() -> None:
 
 
 # -- Helm renders the real chart ---------------------------------------------------------------------
+@functools.cache
 def _chart_dir(version: str) -> Path:
     from gpucluster.toolchain.gobuild import module_source
 
