@@ -42,7 +42,7 @@ BASE_SPEC = {
 
 #: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
 TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary", "dra_cel",
-                 "helmfile_check", "containerd", "nvidia_ctk"}
+                 "helmfile_check", "containerd", "nvidia_ctk", "helm"}
 #: Test folders that need the toolchain as a whole.
 TOOL_FOLDERS = ("integration", "molecule")
 
@@ -119,6 +119,12 @@ def containerd(request: pytest.FixtureRequest) -> Path:
         pytest.skip(f"optional tool {request.param} not built (scripts/test.sh leaves it out): run "
                     "`gpucluster tools install containerd-1.7 containerd-2.0 containerd-2`")
     return found
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The built helm CLI (Helm v3.22.0, unmodified): `helm template` of charts whose source a Go module holds."""
+    return require_tool("helm")
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,9 @@ HELMFILE = "v1.8.0"
 CONTAINERD_17 = "v1.7.35"
 CONTAINERD_20 = "v2.0.14"
 CONTAINERD_2 = "v2.4.2"
+#: Helm, for the tests only: `helm template` renders charts whose source a Go module we build carries
+#: (Volcano's), so what their templates make of our values is Helm's answer (tools/helm).
+HELM = "v3.22.0"
 
 #: Pinned chart of every component that installs one, by component name.
 CHARTS: dict[str, Chart] = {c.name: c.chart for c in with_charts() if c.chart is not None}

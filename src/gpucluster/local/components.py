@@ -153,8 +153,10 @@ def _apiserver_args(layout: Layout) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=Node,RBAC",
         f"--enable-admission-plugins={ADMISSION}",
-        # GA (and on by default) since 1.34; stated so a version bump that changes it fails loudly.
-        "--runtime-config=resource.k8s.io/v1=true",
+        # v1 is GA (and on by default) since 1.34; stated so a version bump that changes it fails loudly.
+        # DeviceTaintRules at v1alpha3 (off by default): Volcano's scheduler watches them there
+        # (gpucluster.spec.features.VOLCANO_TAINT_RULES_API says why); without them it never syncs.
+        "--runtime-config=resource.k8s.io/v1=true,resource.k8s.io/v1alpha3/devicetaintrules=true",
         "--allow-privileged=true",
         # 127.0.0.1 is not a valid Endpoints address, so don't publish the apiserver as one.
         "--endpoint-reconciler-type=none",

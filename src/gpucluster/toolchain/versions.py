@@ -254,7 +254,7 @@ _ALL: list[Tool] = [
     ),
     # Volcano (issue 7): v1.14.1, not v1.15.1: no volcano.sh/apis that v1.15.1 compiles against is
     # served (see tools/volcano/go.mod); v1.14.1 builds against the published apis v1.14.0.
-    # Both binaries come from one wrapper module, so they share one compile.
+    # The three binaries come from one wrapper module, so they share one compile.
     Tool(
         name="vc-scheduler",
         version=VOLCANO,
@@ -268,6 +268,15 @@ _ALL: list[Tool] = [
         version=VOLCANO,
         module="volcano",
         package="volcano.sh/volcano/cmd/controller-manager",
+        ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
+        version_text=f"Version: {VOLCANO}\n",
+    ),
+    # The admission webhook manager (the chart's vc-webhook-manager image), from the same module.
+    Tool(
+        name="vc-webhook-manager",
+        version=VOLCANO,
+        module="volcano",
+        package="volcano.sh/volcano/cmd/webhook-manager",
         ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
         version_text=f"Version: {VOLCANO}\n",
     ),
@@ -392,6 +401,20 @@ _ALL: list[Tool] = [
         module="helmfile-check",
         package="gpucluster.local/tools/helmfile-check",
         version_args=(),
+        optional=True,
+    ),
+    # Helm's own CLI, unmodified (tools/helm): tests/upstream renders Volcano's chart from the module
+    # the local world builds its daemons from (`helm template`) and compares each daemon's arguments,
+    # the webhook configurations and the scheduler configuration with what gpucluster maps our values
+    # to (gpucluster.render.volcano_chart). Optional: only the upstream tier runs it.
+    Tool(
+        name="helm",
+        version=versions.HELM,
+        module="helm",
+        package="helm.sh/helm/v3/cmd/helm",
+        ldflags=(f"-X helm.sh/helm/v3/internal/version.version={versions.HELM}",),
+        version_args=("version", "--short"),
+        version_text=versions.HELM,
         optional=True,
     ),
 ]
