@@ -26,9 +26,15 @@ REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / "inventories" / "local"
 
 
+def _default_sigint() -> None:
+    # A suite started in the background of a non-interactive shell inherits SIGINT ignored, and Python
+    # installs no KeyboardInterrupt handler for an ignored SIGINT: give `up` the terminal's default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def gpucluster(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "gpucluster", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint, **kw)
 
 
 def children_named(pid: int, name: str) -> list[int]:
