@@ -13,11 +13,12 @@ KIND/NAMESPACE/NAME``, which imports it (Pulumi ``import``) and marks it ``retai
 The stack state is the main record of ownership: an object is ours when a stack's checkpoint holds it
 (created, or a create left pending by an interrupted run) and adopted when it is held with
 ``retainOnDelete``. One gap remains, which the *creates journal* closes: on Ctrl-C the engine signals its
-providers to cancel (``pkg/resource/deploy/deployment_executor.go``, ``SignalCancellation`` once the
-caller's context is done), the Kubernetes provider cancels the context of the apply in flight
+providers to cancel (pulumi v3.274.1 ``pkg/resource/deploy/deployment_executor.go``, ``SignalCancellation``
+once the caller's context is done), the Kubernetes provider cancels the context of the apply in flight
 (``provider/pkg/provider/provider.go``, ``Cancel``; ``provider/pkg/await/await.go`` patches with it), and an
 apply the API server had already done comes back as an error without an ID: the engine drops the pending
-create (a failed create is not recorded), yet the object exists. So before the engine runs, ``up`` writes
+create (``pkg/backend/snapshot.go`` ``createSnapshotMutation.End`` records a resource only on success),
+yet the object exists. So before the engine runs, ``up`` writes
 what it is about to create (objects absent at the check) to the journal; on the next run an object the
 journal names that exists is ours when the provider applied it (a server-side ``Apply`` by a field
 manager named ``pulumi-kubernetes-…``, ``fieldManagerName`` in provider.go) and is refused otherwise. Helm
