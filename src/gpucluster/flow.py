@@ -592,6 +592,40 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
     return report
 
 
+def run_drift(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,
+              kubeconfig: Path | None = None, context: str | None = None) -> Any:
+    """The body of ``gpucluster drift``: every object the stacks' state records, compared with the cluster
+    (:mod:`gpucluster.pulumi.drift`); changes nothing. Holds the stack state's lock (an ``up`` under way
+    would make the state and the cluster disagree for a moment)."""
+    from gpucluster import kube
+    from gpucluster.pulumi import drift
+    from gpucluster.pulumi.cluster import DriftApi, api_resources
+    from gpucluster.pulumi.engine import Engine
+
+    spec = inventories.load(inventory)
+    state = _state_of(spec, state_dir, world_dir, kubeconfig)
+    local = inventories.is_local(spec) and kubeconfig is None
+    engine = Engine(state, spec.metadata.name)
+    if not any(engine.state_resources(n, pending=False) for n in ("platform", "tenants")):
+        raise InputError(f"no stack state of {spec.metadata.name} in {state}: nothing was applied from there, so "
+                         "there is nothing to compare. Run `gpucluster up` first, or pass the --state-dir it used.")
+    if local:
+        from gpucluster.local.world import World
+
+        world = World(world_dir)
+        if not world.kubeconfig.is_file():
+            raise InputError(f"the local world in {world.dir} is not running: start it with `gpucluster up`")
+        kubeconfig = world.kubeconfig
+    elif kubeconfig is None:
+        from gpucluster import hostlayer
+
+        fetched = hostlayer.kubeconfig_path(state)
+        kubeconfig = fetched if fetched.exists() else None
+    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"), kube.Kube(kubeconfig, context=context) as api:
+        states = {n: engine.state_resources(n, pending=False) for n in ("platform", "tenants")}
+        return drift.of(spec.metadata.name, states, DriftApi(api, api_resources(api)))
+
+
 #: How a stack the engine did not run is reported (see :func:`_apply`).
 INPUTS_UNCHANGED = "unchanged (inputs identical to the last update)"
 

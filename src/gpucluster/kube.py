@@ -282,9 +282,14 @@ class Kube:
         """A JSON merge patch."""
         return self.request("PATCH", path, body, content_type=MERGE_PATCH)
 
-    def apply(self, path: str, body: dict[str, Any], *, force: bool = True) -> dict[str, Any] | None:
-        """A server-side apply of ``body`` (the object's own path) as field manager ``gpucluster``."""
-        query = f"?fieldManager={FIELD_MANAGER}{'&force=true' if force else ''}"
+    def apply(self, path: str, body: dict[str, Any], *, force: bool = True, manager: str = FIELD_MANAGER,
+              dry_run: bool = False) -> dict[str, Any] | None:
+        """A server-side apply of ``body`` (the object's own path) as field manager ``manager`` (``gpucluster``);
+        ``dry_run``: the API server answers what it would store and stores nothing (``dryRun=All``)."""
+        from urllib.parse import quote
+
+        query = (f"?fieldManager={quote(manager, safe='')}{'&force=true' if force else ''}"
+                 f"{'&dryRun=All' if dry_run else ''}")
         return self.request("PATCH", path + query, body, content_type=APPLY_PATCH)
 
     def delete(self, path: str) -> None:

@@ -274,6 +274,38 @@ def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluste
     assert quota["status"]["hard"]["requests.nvidia.com/gpu"] == "24"  # readiness waited for it
 
 
+def test_drift_names_the_field_changed_outside_the_stack_and_nothing_else(cold, kc, lw: Cluster, cli):
+    """`gpucluster drift` against the real API server's dry-run apply: a converged cluster has none (over every
+    object of both stacks, so the server's defaulting and canonical forms never read as drift); a tenant
+    quota edited by hand is named with both values (exit 5), while a label someone added to one of our
+    Namespaces (a field we do not set) is not; put back, the cluster has none again."""
+    _, state, _ = cold
+    args = ("drift", "-i", LOCAL, "--world-dir", lw.state_dir, "--state-dir", state, "-o", "json")
+    clean = cli(*args)
+    assert clean.exit_code == 0, clean.stderr[-3000:]
+    doc = json.loads(clean.stdout)
+    assert doc["drifted"] == [] and doc["compared"] > 50 and doc["notCompared"] == []
+    quota = "/api/v1/namespaces/ml-research/resourcequotas/gpucluster-quota"
+    key = "requests.nvidia.com/gpu"
+    applied = kc.get(quota)["spec"]["hard"][key]
+    kc.patch(quota, {"spec": {"hard": {key: "99"}}})
+    kc.patch("/api/v1/namespaces/inference", {"metadata": {"labels": {"team": "theirs"}}})
+    try:
+        found = cli(*args)
+        assert found.exit_code == 5, found.stderr[-3000:]
+        assert json.loads(found.stdout)["drifted"] == [{
+            "stack": "tenants", "object": "ResourceQuota/ml-research/gpucluster-quota", "change": "changed",
+            "fields": [{"path": f'spec.hard["{key}"]', "live": "99", "ours": applied}]}]
+        text = cli(*args[:-2])
+        assert text.exit_code == 5
+        assert f'spec.hard["{key}"]: live "99", the stack applies "{applied}"' in text.stdout
+        assert "1 object(s) changed outside the stacks" in text.stderr
+    finally:
+        kc.patch(quota, {"spec": {"hard": {key: applied}}})
+        kc.patch("/api/v1/namespaces/inference", {"metadata": {"labels": {"team": None}}})
+    assert cli(*args).exit_code == 0
+
+
 def _pod(name: str, gpus: int, toleration: bool) -> dict:
     # Tenant namespaces enforce Pod Security "restricted": the pod complies, so quota admission decides.
     restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,

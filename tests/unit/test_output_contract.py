@@ -74,7 +74,7 @@ def _no_inventory_env(monkeypatch):
 NEEDS = {
     "validate": [], "render": ["--out-dir", "{tmp}/bundle"], "up": [], "down": ["--yes"],
     "verify": [], "doctor pod": ["ns/pod"], "doctor pending": ["-n", "ns"], "drain": ["n1"],
-    "cost": ["--snapshot", "{tmp}/none.csv"],
+    "cost": ["--snapshot", "{tmp}/none.csv"], "drift": [],
 }
 #: Commands with -o json that read no inventory (their errors are covered by the usage-error test).
 NO_INVENTORY = {"catalog", "init", "images build", "local status", "tools list"}

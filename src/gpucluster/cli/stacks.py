@@ -196,4 +196,36 @@ def ask_before_deleting(plan: Teardown, *, show: bool = False, stdin: TextIO | N
     return click.confirm("Delete them?", default=False, err=True)
 
 
-commands = [up, down]
+@click.command("drift")
+@options.inventory
+@options.output("text", "json")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where stack state lives (file backend), as given to `up` [default: ~/.local/state/gpucluster].")
+@options.world_dir
+@options.cluster
+def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+          kubeconfig: Path | None, context: str | None) -> None:
+    """Say which objects of the stacks were changed on the cluster outside them, field by field; change nothing.
+
+    For each object the stack state records, the API server is asked what applying the stack's last inputs
+    again would store (a dry-run server-side apply); a field the stack sets whose live value differs is
+    listed with both values, and so is an object deleted or re-made by someone else. Helm releases are
+    listed as not compared. Exit 0: no drift; 5: drift found; 1: the cluster could not be read; 2: bad
+    input (no stack state, a spec that does not load).
+    """
+    _announce("drift", inventory, state_dir, world_dir, kubeconfig, context)
+    from gpucluster.errors import DriftFound
+
+    report = flow.run_drift(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
+                            context=context)
+    if output == "json":
+        jsonout.emit(report.as_dict())
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.drifted:
+        raise DriftFound(f"{len(report.drifted)} object(s) changed outside the stacks; `gpucluster up` does not take "
+                         "them back by itself (docs/stacks.md, \"A converged re-run\")")
+
+
+commands = [up, down, drift]

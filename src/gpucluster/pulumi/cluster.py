@@ -149,6 +149,28 @@ def applied_by_provider(kubeconfig: str | Path | None, refs: Collection[Ref],
         api.close()
 
 
+class DriftApi:
+    """:class:`gpucluster.pulumi.drift.Api` over one API client: paths from discovery, GET, dry-run apply."""
+
+    def __init__(self, api: kube.Kube, resources: Mapping[tuple[str, str], tuple[str, bool]]) -> None:
+        self.api = api
+        self.resources = resources
+
+    def path_of(self, api_version: str, kind: str, namespace: str, name: str) -> str | None:
+        if (api_version, kind) not in self.resources:
+            return None
+        plural, namespaced = self.resources[(api_version, kind)]
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        return f"{base}/namespaces/{namespace}/{plural}/{name}" if namespaced and namespace else \
+            f"{base}/{plural}/{name}"
+
+    def get(self, path: str) -> dict | None:
+        return self.api.get(path)
+
+    def dry_run_apply(self, path: str, body: Mapping, manager: str) -> dict:
+        return self.api.apply(path, dict(body), force=True, manager=manager, dry_run=True) or {}
+
+
 def live_uids(kubeconfig: str | Path | None, wanted: Mapping[Ref, str], context: str | None = None) -> dict[Ref, str]:
     """The uid of each object of ``wanted`` (ref → apiVersion) that exists now: metadata-only lists, one
     per kind and namespace (one per kind when cluster-scoped), none for a kind the cluster does not serve."""
