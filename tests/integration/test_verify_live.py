@@ -108,10 +108,11 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
             "deviceclass-matches", "dra-extended-resource", "tenant-quota", "tenant-limitrange", "tenant-security",
             "tenant-admission", "tenant-rbac"} <= passed
     unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
-    # The local world installs no chart: the operators' DaemonSets and releases are not measured
-    # (never passed); no node-problem-detector reports GPU conditions; this world has no Volcano
-    # CRDs; no DCGM endpoint is given.
-    assert unmeasured == {"daemonsets-ready", "charts-installed", "gpu-health", "tenant-queue", "gpu-xid"}
+    # The local world installs no chart: the operators' DaemonSets and releases, and flannel's
+    # NetworkPolicy enforcer, are not measured (never passed); no node-problem-detector reports GPU
+    # conditions; this world has no Volcano CRDs; no DCGM endpoint is given.
+    assert unmeasured == {"daemonsets-ready", "charts-installed", "gpu-health", "tenant-queue", "gpu-xid",
+                          "network-policy-enforcer"}
     for r in data["results"]:
         if r["verdict"] == "not-measured":
             assert r["reason"], r

@@ -83,3 +83,21 @@ def test_every_reference_names_a_real_test_that_mentions_its_check() -> None:
             if check not in text:
                 problems.append(f"{check}: {path} never mentions the check")
     assert problems == []
+
+
+def test_every_check_the_checklist_names_is_emitted() -> None:
+    from gpucluster.verify.checklist import CHECKLIST
+
+    named = {c for _, checks, _ in CHECKLIST for c in checks}
+    assert sorted(named - set(emitted_ids())) == []
+
+
+def test_the_checklist_counts_network_policy_as_enforced_only_by_the_enforcer_row() -> None:
+    """A NetworkPolicy object isolates nobody: the object checks never stand for enforcement."""
+    from gpucluster.verify.checklist import CHECKLIST
+
+    points = {point: checks for point, checks, _ in CHECKLIST}
+    enforced = [p for p in points if "enforced" in p.lower() and "networkpolicy" in p.lower()]
+    assert len(enforced) == 1
+    assert points[enforced[0]] == ["network-policy-enforcer"]
+    assert all("network-policy-enforcer" not in checks for p, checks in points.items() if p != enforced[0])

@@ -11,7 +11,7 @@ import pytest
 
 from gpucluster import catalog, cel, expected
 from gpucluster import labels as L
-from gpucluster.render import releases, render
+from gpucluster.render import pod_network, releases, render
 from gpucluster.spec import load_spec
 from gpucluster.verify import cluster, helm, report, tenancy
 from gpucluster.verify.model import Verdict
@@ -57,6 +57,14 @@ def helm_record(name: str, namespace: str, chart: str, version: str) -> dict:
             "type": "helm.sh/release.v1", "data": {"release": helm.encode(release)}}
 
 
+def flannel_daemonset(spec, containers: list[str]) -> dict:
+    """flannel's DaemonSet as the chart makes it, with these containers, ready on every host."""
+    n = len(spec.hosts)
+    return {"metadata": {"namespace": spec.networking.pod_network.namespace, "name": pod_network.DAEMONSET},
+            "spec": {"template": {"spec": {"containers": [{"name": c} for c in containers]}}},
+            "status": {"desiredNumberScheduled": n, "numberReady": n}}
+
+
 def perfect(spec) -> Snapshot:
     r = render(spec)
     objs = r.objects()
@@ -78,6 +86,8 @@ def perfect(spec) -> Snapshot:
     daemonsets = [{"metadata": {"namespace": ns, "name": name},
                    "status": {"desiredNumberScheduled": len(hosts), "numberReady": len(hosts)}}
                   for (ns, name), hosts in expected.daemonsets(spec).items()]
+    if pod_network.enforces_network_policy(spec):  # flannel's DaemonSet with its NetworkPolicy add-on
+        daemonsets.append(flannel_daemonset(spec, ["kube-flannel", pod_network.NETPOL_CONTAINER]))
     charts = [helm_record(rel.name, rel.namespace, rel.chart, rel.version) for rel in releases(spec)]
     return Snapshot(
         helm_releases=charts,
@@ -111,7 +121,7 @@ def test_perfect_cluster_passes(spec):
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
             "deviceclass-matches", "tenant-quota", "tenant-limitrange", "tenant-queue", "alert-rules",
             "tenant-security", "tenant-admission", "tenant-rbac", "priority-classes", "charts-installed",
-            "daemonsets-ready", "gpu-health"} <= checks
+            "daemonsets-ready", "gpu-health", "network-policy-enforcer"} <= checks
     skipped = [r for r in results if r.verdict is Verdict.skipped]
     assert all(r.reason for r in skipped)
 
@@ -286,8 +296,34 @@ def alert_dropped(s):
             g["rules"] = [r for r in g["rules"] if r.get("alert") != "GPUXidError"]
 
 
+def flannel(s):
+    return of(s.daemonsets, "kube-flannel", pod_network.DAEMONSET)
+
+
+def netpol_addon_off(s):
+    # what the chart renders with netpol.enabled false: flanneld alone
+    flannel(s)["spec"]["template"]["spec"]["containers"] = [{"name": "kube-flannel"}]
+
+
+def enforcer_not_ready(s):
+    flannel(s)["status"]["numberReady"] -= 1
+
+
+def enforcer_on_fewer_nodes(s):
+    flannel(s)["status"].update(desiredNumberScheduled=len(s.nodes) - 1, numberReady=len(s.nodes) - 1)
+
+
+def flannel_missing(s):
+    s.daemonsets.remove(flannel(s))
+
+
 FAULTS = {
     # fault: (injector, the failures it must cause and nothing else)
+    "netpol-addon-off": (netpol_addon_off, {("network-policy-enforcer", "kube-flannel/kube-flannel-ds")}),
+    "enforcer-not-ready": (enforcer_not_ready, {("network-policy-enforcer", "kube-flannel/kube-flannel-ds")}),
+    "enforcer-on-fewer-nodes": (enforcer_on_fewer_nodes,
+                                {("network-policy-enforcer", "kube-flannel/kube-flannel-ds")}),
+    "flannel-missing": (flannel_missing, {("network-policy-enforcer", "kube-flannel/kube-flannel-ds")}),
     "queue-capability-raised": (queue_capability_raised, {("tenant-queue", "tenants/inference")}),
     "alert-dropped": (alert_dropped, {("alert-rules", "monitoring")}),
     "priority-class-value-changed": (priority_class_value_changed, {("priority-classes", "priorityclass/training")}),
@@ -442,9 +478,11 @@ def test_the_local_world_does_not_measure_what_its_missing_charts_would_run(spec
     results = cluster.run(spec, snap, charts_reachable=False)
     assert failures(results) == set()
     unmeasured = {(r.check, r.reason.split(" (")[0].split(":")[0]) for r in results if r.verdict is Verdict.skipped}
-    assert {c for c, _ in unmeasured} == {"daemonsets-ready", "charts-installed"}
+    # flannel's chart brings the NetworkPolicy enforcer: without it nothing is measured there either
+    assert {c for c, _ in unmeasured} == {"daemonsets-ready", "charts-installed", "network-policy-enforcer"}
     # the same cluster, where charts could be fetched: every one of them fails instead
-    assert {c for c, _ in failures(cluster.run(spec, snap))} == {"daemonsets-ready", "charts-installed"}
+    assert {c for c, _ in failures(cluster.run(spec, snap))} == {"daemonsets-ready", "charts-installed",
+                                                                 "network-policy-enforcer"}
 
 
 def test_unreadable_helm_records_are_not_measured(spec):
@@ -558,3 +596,43 @@ def test_without_chart_repositories_a_wrong_applied_label_still_fails(spec):
     node = next(n for n in snap.nodes if n["metadata"]["labels"].get(L.POOL))
     node["metadata"]["labels"][L.POOL] = "another-pool"
     assert ("node-labels", node["metadata"]["name"]) in failures(cluster.run(spec, snap, charts_reachable=False))
+
+
+def enforcer_row(spec, snap, **kw):
+    (row,) = [r for r in cluster.run(spec, snap, **kw) if r.check == "network-policy-enforcer"]
+    return row
+
+
+def test_the_enforcer_row_names_what_is_missing(spec):
+    snap = perfect(spec)
+    assert enforcer_row(spec, snap).verdict is Verdict.passed
+    netpol_addon_off(snap)
+    row = enforcer_row(spec, snap)
+    assert row.actual.endswith("containers kube-flannel") and "netpol.enabled" in row.reason
+    snap = perfect(spec)
+    enforcer_not_ready(snap)
+    assert "not ready" in enforcer_row(spec, snap).reason
+
+
+def test_an_enforcer_the_owner_brings_is_not_measured_never_passed(spec):
+    byo = spec.model_copy(deep=True)
+    byo.networking.pod_network.network_policy_enforcement = "bring-your-own"
+    snap = perfect(byo)
+    assert not [d for d in snap.daemonsets if d["metadata"]["name"] == pod_network.DAEMONSET]
+    row = enforcer_row(byo, snap)
+    assert row.verdict is Verdict.skipped and "bring-your-own" in row.reason and "not measured" in row.reason
+    # a full run is then not a pass unless declared partial
+    assert "not measured" in model_problems(cluster.run(byo, snap), partial=False)
+
+
+def test_without_the_chart_the_enforcer_is_not_measured(spec):
+    snap = perfect(spec)
+    flannel_missing(snap)
+    row = enforcer_row(spec, snap, charts_reachable=False)
+    assert row.verdict is Verdict.skipped and "chart repositories are unreachable" in row.reason
+
+
+def test_no_tenants_no_policies_to_enforce(spec):
+    alone = spec.model_copy(deep=True)
+    alone.tenants = []
+    assert not [r for r in cluster.run(alone, perfect(alone)) if r.check == "network-policy-enforcer"]

@@ -18,6 +18,7 @@ from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.spec.quantity import parse_quantity
 from gpucluster.verify import dra_claims
+from gpucluster.verify.isolation import enforcer_checks
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
@@ -469,6 +470,7 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
             *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, states, charts_reachable=charts_reachable),
             *tenant_checks(spec, snap), *security_checks(spec, snap),
+            *enforcer_checks(spec, snap, charts_reachable=charts_reachable),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
             *alert_checks(spec, snap), *chart_checks(spec, snap, charts_reachable=charts_reachable)]
 
