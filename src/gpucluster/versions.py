@@ -47,6 +47,10 @@ VOLCANO_APIS = "v1.14.0"
 #: the release the pinned GPU Operator chart deploys (tests/upstream/facts/device-plugin.yaml,
 #: operator-bundled-device-plugin-version). Served by the Go module proxy at this exact version.
 K8S_DEVICE_PLUGIN = "v0.19.0"
+#: kube-network-policies, the NetworkPolicy enforcer the flannel chart's netpol add-on runs, built for
+#: the Molecule site scenario's isolation proof: the newest release the Go module proxy serves (the
+#: chart's own image, v1.0.0, is not served as a module).
+KUBE_NETWORK_POLICIES = "v1.1.1"
 
 # Images the NicClusterPolicy deploys; the network operator release names them after itself.
 NETWORK_OPERATOR_IMAGES = {"repository": "nvcr.io/nvidia/mellanox", "version": "network-operator-v26.4.1"}
