@@ -76,11 +76,19 @@ def wait_for(what: str, condition, timeout: float = 120.0):
     return found
 
 
-def _sync_logged(pod: str) -> str:
-    """The enforcer's log once it has tried to install its nftables table ("" before)."""
-    log = cp().run(f"{KUBECTL} logs -n {enforcer.NAMESPACE} {pod}").stdout
-    done = any('"Syncing nftables rules"' in line and "elapsed=" in line for line in log.splitlines())
-    return log if done else ""
+def _refusal(pod: str, grace: float = 10.0) -> str:
+    """The line in which the enforcer says the kernel refused its nftables table ("" when it never does).
+
+    Called once its queue is read: the program logs the outcome of its first nftables sync before it
+    opens the queue, so the line is written by then; ``grace`` covers the runtime's log shipping.
+    """
+    deadline = time.monotonic() + grace
+    while True:
+        log = cp().run(f"{KUBECTL} logs -n {enforcer.NAMESPACE} {pod}").stdout
+        found = next((line for line in log.splitlines() if enforcer.SYNC_FAILED in line), "")
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
 
 
 def _queue_read(node: str) -> bool:
@@ -105,9 +113,9 @@ def enforcers():
         cidrs = {n["metadata"]["name"]: n["spec"]["podCIDR"] for n in nodes}
         out: dict[str, tuple[str, str]] = {}
         for node, pod in sorted(pods.items()):
-            log = wait_for(f"kube-network-policies on {node} to install its nftables rules",
-                           lambda p=pod: _sync_logged(p))
-            refused = next((line for line in log.splitlines() if enforcer.SYNC_FAILED in line), "")
+            # It opens its queue once its informers have synced and it has tried its nftables table.
+            wait_for(f"kube-network-policies on {node} to read queue {enforcer.QUEUE}", lambda n=node: _queue_read(n))
+            refused = _refusal(pod)
             if refused:
                 # Only this kernel's refusal of the queue statement is stood in for; any other failure is a failure.
                 assert enforcer.NO_QUEUE_EXPRESSION in refused, refused
@@ -116,8 +124,6 @@ def enforcers():
                 for argv in enforcer.standin_rules(cidrs[node]):
                     host.check_output(f"iptables {shlex.join(argv)}")
             out[node] = (pod, refused)
-        for node in pods:
-            wait_for(f"kube-network-policies on {node} to read queue {enforcer.QUEUE}", lambda n=node: _queue_read(n))
         yield out
     finally:
         for node in hooked:
