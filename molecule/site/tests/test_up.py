@@ -110,6 +110,9 @@ def test_verify_from_the_controller_measures_the_real_cluster():
             assert rows[(check, f"tenants/{tenant.name}")]["verdict"] == "pass", rows[(check, f"tenants/{tenant.name}")]
     rbac = [r for (check, _), r in rows.items() if check == "tenant-rbac"]
     assert rbac and all(r["verdict"] == "pass" for r in rbac), rbac
+    # What enforces the tenants' NetworkPolicies here is not gpucluster's (bring-your-own): said, not passed.
+    enforcer = rows[("network-policy-enforcer", "networking/podNetwork")]
+    assert enforcer["verdict"] == "not-measured" and "bring-your-own" in enforcer["reason"], enforcer
 
 
 @pytest.fixture
