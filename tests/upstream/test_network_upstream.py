@@ -353,6 +353,24 @@ def test_the_log_reader_pairs_each_verdict_with_its_packet():
     assert site.verdicts(log, "b/server", "a/client") == []
 
 
+def test_the_refusal_of_the_nftables_table_is_read_whole():
+    """klog writes the error on the lines after the message; the site's stand-in needs the kernel's answer."""
+    site = _site_enforcer()
+    failed = cni("knp-initial-sync-failure-is-logged-not-fatal")
+    # as kube-network-policies v1.1.1 logged it on the build machine (a network namespace of its own)
+    log = "\n".join([
+        'I1202 07:18:11.220157   13111 resolver.go:83] nri plugin exited, retrying 9 times in 5 seconds',
+        f'E1202 07:18:11.765384   13111 controller.go:217] "{failed}" err=<',
+        "\tconn.Receive: netlink receive: no such file or directory",
+        "\tnetlink receive: no such file or directory",
+        " >",
+        'I1202 07:18:16.221071   13111 resolver.go:83] nri plugin exited, retrying 8 times in 5 seconds',
+    ])
+    entry = site.sync_refusal(log)
+    assert entry.startswith("E1202") and site.NO_QUEUE_EXPRESSION in entry and "resolver.go" not in entry
+    assert site.sync_refusal(log.replace(failed, "Syncing nftables rules")) == ""
+
+
 def test_host_layer_provides_the_reference_plugins():
     defaults = yaml.safe_load((REPO / "roles" / "kubernetes_node" / "defaults" / "main.yml").read_text())
     debian = yaml.safe_load((REPO / "roles" / "kubernetes_node" / "vars" / "Debian.yml").read_text())

@@ -98,8 +98,9 @@ def standin_rules(pod_cidr: str) -> list[list[str]]:
 
     Upstream's postrouting chain, rule for rule: connections the program accepted (its conntrack label)
     pass; packets from or to the node's pods go to the queue, bypassing it while nothing reads it (the
-    program's default --fail-open). The label match also makes the kernel keep conntrack labels, which
-    the program's verdicts set.
+    program's default --fail-open). In the pre-check on this kernel (network namespaces of our own, the
+    real API server) the label rule counted no packet: the verdicts set no label here, so every packet
+    of a pod connection is judged, each with the same verdict.
     """
     mangle = ["-w", "-t", "mangle"]
     return [
@@ -115,6 +116,24 @@ def standin_rules(pod_cidr: str) -> list[list[str]]:
 def standin_removal() -> list[list[str]]:
     mangle = ["-w", "-t", "mangle"]
     return [[*mangle, "-D", "POSTROUTING", "-j", CHAIN], [*mangle, "-F", CHAIN], [*mangle, "-X", CHAIN]]
+
+
+def sync_refusal(log: str) -> str:
+    """The log entry in which the program says the kernel refused its nftables table ("" when there is none).
+
+    klog writes a multi-line error value as ``err=<``, the lines indented with a tab, then `` >``.
+    """
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if SYNC_FAILED in line:
+            entry = [line]
+            if line.rstrip().endswith("=<"):
+                for more in lines[i + 1:]:
+                    entry.append(more)
+                    if not more.startswith("\t"):
+                        break
+            return "\n".join(entry)
+    return ""
 
 
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')

@@ -77,15 +77,14 @@ def wait_for(what: str, condition, timeout: float = 120.0):
 
 
 def _refusal(pod: str, grace: float = 10.0) -> str:
-    """The line in which the enforcer says the kernel refused its nftables table ("" when it never does).
+    """The entry in which the enforcer says the kernel refused its nftables table ("" when it never does).
 
     Called once its queue is read: the program logs the outcome of its first nftables sync before it
     opens the queue, so the line is written by then; ``grace`` covers the runtime's log shipping.
     """
     deadline = time.monotonic() + grace
     while True:
-        log = cp().run(f"{KUBECTL} logs -n {enforcer.NAMESPACE} {pod}").stdout
-        found = next((line for line in log.splitlines() if enforcer.SYNC_FAILED in line), "")
+        found = enforcer.sync_refusal(cp().run(f"{KUBECTL} logs -n {enforcer.NAMESPACE} {pod}").stdout)
         if found or time.monotonic() > deadline:
             return found
         time.sleep(1)
