@@ -5,12 +5,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit $?
 # Tools only the tests use (not `gpucluster up`): the real Prometheus and Prometheus Operator of
-# the local world's monitoring add-on (tests/integration/test_alerts_live.py), NVIDIA's device
-# plugin with the NVML stub for the site scenario's GPU stand-in (molecule/site/prepare.yml), and
-# kube-network-policies for its isolation proof (molecule/site/tests/test_isolation.py).
+# the local world's monitoring add-on (tests/integration/test_alerts_live.py), and NVIDIA's device
+# plugin with the NVML stub for the site scenario's GPU stand-in (molecule/site/prepare.yml).
 # Cached once built.
-.venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub \
-  kube-network-policies || exit $?
+.venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub || exit $?
 mkdir -p reports
 # The toolchain was just built: a test that finds a tool missing must fail, not skip.
 export GPUCLUSTER_REQUIRE_TOOLS=1
