@@ -332,7 +332,13 @@ def test_the_site_scenario_runs_the_enforcer_as_flannels_add_on_does():
     assert docs["ClusterRole"]["rules"] == cni("flannel-clusterrole-rules") + cni("flannel-clusterrole-netpol-rules")
     # the program's own defaults the stand-in hook and the log reader rely on
     assert cni("knp-flag-nfqueue-id")["default"] == site.QUEUE
-    assert "ct label 100" in cni("knp-queue-rules")["rules"][0] and site.ACCEPT_LABEL == 100
+    # the stand-in's rules: upstream's chain, with v0.8.0's conntrack-state rule for v1.1.1's label rule
+    rules = [" ".join(r) for r in site.standin_rules("10.244.1.0/24")]
+    assert f"--queue-num {site.QUEUE} --queue-bypass" in rules[2] and "-s 10.244.1.0/24" in rules[2]
+    assert "-d 10.244.1.0/24" in rules[3]
+    assert "--ctstate ESTABLISHED,RELATED -j ACCEPT" in rules[1] and "connlabel" not in " ".join(rules)
+    assert cni("knp-v0.8.0-established-rule").startswith("ct state established,related accept")
+    assert "ct label 100" in cni("knp-queue-rules")["rules"][0]
     assert cni("knp-initial-sync-failure-is-logged-not-fatal") == site.SYNC_FAILED
     assert site.IMAGE.endswith(":" + versions.KUBE_NETWORK_POLICIES)
 

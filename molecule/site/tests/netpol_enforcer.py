@@ -20,6 +20,13 @@ whatever reaches it. Only on a node where it logged exactly that refusal, the te
 hook in with the xtables target (:func:`standin_rules`): the rules of upstream's postrouting chain,
 with the node's pod CIDR in place of the set of its policy-selected pods (a superset: a packet of a
 pod no policy selects is judged "accepted"). Every verdict is still the program's own.
+
+The same kernel has no ctnetlink glue for nfqueue (``CONFIG_NETFILTER_NETLINK_GLUE_CT`` is not set), so
+a verdict cannot carry conntrack attributes: v1.1.1 marks each connection it accepts with a conntrack
+label in its verdict and lets later packets through by that label; here the label never sticks
+(measured in network namespaces: every packet of an accepted connection came back to the queue; opening
+a queue with conntrack attributes fails with EOPNOTSUPP). The stand-in therefore lets packets of
+established connections through by conntrack state, as upstream's rule did up to v0.8.0.
 """
 
 from __future__ import annotations
@@ -33,9 +40,8 @@ NAME = "kube-network-policies"
 #: The container name the chart gives the add-on (chart/kube-flannel/templates/daemonset.yaml).
 CONTAINER = "kube-network-policies"
 IMAGE = f"localhost/gpucluster/kube-network-policies:{versions.KUBE_NETWORK_POLICIES}"
-#: The program's defaults (pkg/cmd/cmd.go --nfqueue-id; CTLabelAccept in pkg/dataplane/controller.go).
+#: The program's default queue (pkg/cmd/cmd.go --nfqueue-id).
 QUEUE = 100
-ACCEPT_LABEL = 100
 #: The stand-in hook's chain (mangle table, hooked into POSTROUTING as upstream's chain is).
 CHAIN = "GPUCLUSTER-KNP-QUEUE"
 #: What the program logs when the kernel refuses its nftables table, and the refusal this kernel gives
@@ -96,17 +102,18 @@ def manifests(api_server: str) -> list[dict]:
 def standin_rules(pod_cidr: str) -> list[list[str]]:
     """``iptables`` argument lists that hook the node's pod traffic into the program's queue.
 
-    Upstream's postrouting chain, rule for rule: connections the program accepted (its conntrack label)
-    pass; packets from or to the node's pods go to the queue, bypassing it while nothing reads it (the
-    program's default --fail-open). In the pre-check on this kernel (network namespaces of our own, the
-    real API server) the label rule counted no packet: the verdicts set no label here, so every packet
-    of a pod connection is judged, each with the same verdict.
+    Upstream's postrouting chain: packets of connections already let through pass, and packets from or
+    to the node's pods go to the queue, bypassing it while nothing reads it (the program's default
+    --fail-open). "Let through" is conntrack's established state, as upstream's rule was up to v0.8.0,
+    not v1.1.1's conntrack label: the program sets that label with its accepting verdict, which this
+    kernel cannot do (module docstring). With the label rule, every later packet of an accepted
+    connection would be judged as if it opened one, and a reply that the reverse direction's policy does
+    not allow (a DNS answer to a tenant pod) would be dropped.
     """
     mangle = ["-w", "-t", "mangle"]
     return [
         [*mangle, "-N", CHAIN],
-        [*mangle, "-A", CHAIN, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
-         "-m", "connlabel", "--label", str(ACCEPT_LABEL), "-j", "ACCEPT"],
+        [*mangle, "-A", CHAIN, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
         [*mangle, "-A", CHAIN, "-s", pod_cidr, "-j", "NFQUEUE", "--queue-num", str(QUEUE), "--queue-bypass"],
         [*mangle, "-A", CHAIN, "-d", pod_cidr, "-j", "NFQUEUE", "--queue-num", str(QUEUE), "--queue-bypass"],
         [*mangle, "-I", "POSTROUTING", "-j", CHAIN],

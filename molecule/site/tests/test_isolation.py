@@ -207,7 +207,7 @@ def test_the_enforcer_reads_its_queue_on_every_node(enforcers):
 def test_a_tenant_reaches_its_own_pods_on_another_node(enforcers, pods):
     src, dst = (RESEARCH, "client"), (RESEARCH, "server")
     out = fetch(pods, src, dst)
-    assert "200 OK" in out and f"{RESEARCH}/server" in out, out
+    assert "200 OK" in out and f"{RESEARCH}/server" in out, (out, judged(enforcers, src, dst))
     assert judged(enforcers, src, dst) == {ACCEPTED}
 
 
@@ -232,7 +232,7 @@ def test_a_pod_outside_every_tenant_cannot_reach_into_one(enforcers, pods):
 def test_tenant_pods_reach_cluster_dns_on_its_port_only(enforcers, pods):
     src, dns = (RESEARCH, "client"), (DNS_NS, "gpucluster-dns-standin")
     out = fetch(pods, src, dns, 53)
-    assert "200 OK" in out and f"{DNS_NS}/gpucluster-dns-standin" in out, out
+    assert "200 OK" in out and f"{DNS_NS}/gpucluster-dns-standin" in out, (out, judged(enforcers, src, dns))
     assert "200 OK" not in fetch(pods, src, dns, 8080)
     assert judged(enforcers, src, dns) == {ACCEPTED, DENIED_EGRESS}
 
@@ -240,7 +240,7 @@ def test_tenant_pods_reach_cluster_dns_on_its_port_only(enforcers, pods):
 def test_the_monitoring_namespace_may_scrape_a_tenant_and_nobody_else_may(enforcers, pods):
     scraper, outsider, exporter = (PROBE_MONITORING, "scraper"), (OUTSIDERS, "outsider"), (PROBE_TENANT, "exporter")
     out = fetch(pods, scraper, exporter)
-    assert "200 OK" in out and f"{PROBE_TENANT}/exporter" in out, out
+    assert "200 OK" in out and f"{PROBE_TENANT}/exporter" in out, (out, judged(enforcers, scraper, exporter))
     assert judged(enforcers, scraper, exporter) == {ACCEPTED}
     assert "200 OK" not in fetch(pods, outsider, exporter)
     assert judged(enforcers, outsider, exporter) == {DENIED_INGRESS}
