@@ -9,4 +9,4 @@ if .venv/bin/gpucluster up --help >/dev/null 2>&1; then
 fi
 # Until the stacks land, the main job is validate + render of the embedded default.
 .venv/bin/gpucluster validate -i inventories/local
-exec .venv/bin/gpucluster render -i inventories/local -o out/local "$@"
+exec .venv/bin/gpucluster render -i inventories/local --out-dir out/local "$@"

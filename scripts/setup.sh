@@ -7,8 +7,13 @@
 #   3. the Go-built toolchain (Kubernetes control plane, etcd, kwok, controller-gen, promtool,
 #      Pulumi engine and provider) into the per-user cache; cached builds are reused
 # Re-running skips what is already there. Needs root (or sudo) for apt, Python 3.11 and Go >= 1.24.
+# `--no-tools` stops after step 2 (the fast test tier needs no Go-built tool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tools=1
+if [ "${1:-}" = "--no-tools" ]; then
+  tools=0
+fi
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -45,6 +50,10 @@ else
   log "Python dependencies up to date"
 fi
 
+if [ "$tools" = 0 ]; then
+  log "toolchain not built (--no-tools)"
+  exit 0
+fi
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
   export PATH="/usr/local/go/bin:$PATH"
 fi

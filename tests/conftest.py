@@ -11,6 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Per-tier wall time and the slowest tests of every run (reports/ci-times.json, printed at the end).
+from ci_timing import (  # noqa: F401  (pytest finds hooks by name in a conftest)
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = REPO / "inventories" / "local"
 LAB = REPO / "inventories" / "lab"
@@ -32,7 +40,8 @@ BASE_SPEC = {
 
 
 #: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
-TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary"}
+TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary", "dra_cel",
+                 "helmfile_check"}
 #: Test folders that need the toolchain as a whole.
 TOOL_FOLDERS = ("integration", "molecule")
 
@@ -65,6 +74,18 @@ def oracle():
     from gpucluster.simulator.oracle import Oracle
 
     return Oracle(require_tool("nvidia-oracle"))
+
+
+@pytest.fixture(scope="session")
+def dra_cel() -> Path:
+    """The built dra-cel tool: Kubernetes' DRA selector evaluation and ParseQuantity over JSON."""
+    return require_tool("dra-cel")
+
+
+@pytest.fixture(scope="session")
+def helmfile_check() -> Path:
+    """The built helmfile-check tool: helmfile's own loader and release plan over a helmfile.yaml."""
+    return require_tool("helmfile-check")
 
 
 @pytest.fixture(scope="session")

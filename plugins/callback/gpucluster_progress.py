@@ -17,8 +17,10 @@ DOCUMENTATION = """
       - One JSON object per line on stdout; read by gpucluster's host-layer phase.
 """
 
-#: The most of a failure message a line carries (module output can be long).
+#: The most of a module's stdout and stderr a failure line carries (module output can be long), and of
+#: its message: that is written for people (the preflight role's names every host and problem at once).
 MESSAGE_CHARS = 2000
+MSG_CHARS = 20000
 
 
 class CallbackModule(CallbackBase):
@@ -41,12 +43,15 @@ class CallbackModule(CallbackBase):
                  "task": result._task.get_name().strip()}
         if status in ("failed", "unreachable"):
             res = result._result
-            parts = [str(res.get("msg") or "")]
+            parts = [str(res.get("msg") or "")[:MSG_CHARS]]
             for key in ("stderr", "stdout"):
                 if res.get(key):
                     parts.append(str(res[key])[-MESSAGE_CHARS:])
-            event["msg"] = "\n".join(p for p in parts if p)[-MESSAGE_CHARS:]
-            event["ignored"] = bool(result._task.ignore_errors)
+            event["msg"] = "\n".join(p for p in parts if p)
+            # ignore_unreachable keeps an unreachable host in the play (the preflight role records it and
+            # reports it by name with every other problem): like ignore_errors, not the run's failure.
+            event["ignored"] = bool(result._task.ignore_unreachable if status == "unreachable"
+                                    else result._task.ignore_errors)
         self._emit(**event)
 
     def v2_runner_on_ok(self, result):

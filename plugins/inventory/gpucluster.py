@@ -55,7 +55,7 @@ def group_name(pool: str) -> str:
 
 def cluster_vars(spec: Any) -> dict[str, Any]:
     """Variables every host shares, named after the role that reads them."""
-    from gpucluster.spec.validate import api_runtime_config, component_feature_gates
+    from gpucluster.spec.validate.kubernetes import api_runtime_config, component_feature_gates
 
     k8s = spec.kubernetes
     control_planes = [h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]]

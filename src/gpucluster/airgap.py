@@ -20,15 +20,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 import subprocess
 import tarfile
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpucluster import atomic
 from gpucluster.errors import InputError, ToolError
 
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -188,20 +187,9 @@ def image_archive(ref: str, binary: Path, path: str, *, entrypoint: Sequence[str
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:
-    """Write ``data`` to ``path`` atomically unless it already holds exactly that; True when written."""
-    if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
-        return False
+    """Write ``data`` to ``path`` atomically (mode 0644) unless it already holds exactly that; True when written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True
+    return atomic.write_if_changed(path, data, mode=0o644)
 
 
 #: Go's build information record (debug/buildinfo): this magic, pointer size, flags, then (Go >= 1.18,

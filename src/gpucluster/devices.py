@@ -9,44 +9,11 @@ what it publishes from upstream facts and code, so the two sides of a check neve
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from gpucluster import labels as L
 from gpucluster.catalog import GpuModel
-
-#: Sharing modes in which several workloads share one GPU (the device plugin's replicas).
-SHARED_MODES = ("time-slicing", "mps")
-#: The DRA driver's name: ResourceSlices, DeviceClass selectors and attribute domains use it.
-DRA_DRIVER = "gpu.nvidia.com"
-#: DeviceClasses the DRA driver's chart creates itself when it serves GPUs (dra-driver 0.4.1,
-#: tests/upstream/facts/dra-driver.yaml chart-deviceclasses-gpus); ``gpu.nvidia.com`` also names
-#: ``nvidia.com/gpu`` as its extended resource (deviceclass-gpu-extended-resource-name).
-DRA_CHART_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
-#: The ``brand`` attribute of NVIDIA datacenter GPUs (go-nvlib's string for NVML BRAND_NVIDIA; fact
-#: brand-value-nvidia).
-DRA_BRAND = "Nvidia"
-#: Our DeviceClass that serves plain ``nvidia.com/gpu`` requests from the whole GPUs of the pools that opt
-#: in (``nodePools[].extendedResource``). The scheduler maps an extended resource to the NEWEST DeviceClass
-#: naming it, ties broken by the lower name (k8s.io/dynamic-resource-allocation v0.37.2
-#: deviceclass/extendedresourcecache, fact extended-resource-class-newest-wins): the name sorts before the
-#: chart's ``gpu.nvidia.com`` and the class is created after the chart, so it takes that mapping over.
-DRA_EXTENDED_CLASS = "dra-nvidia-gpu"
-#: The extended resource it serves.
-DRA_EXTENDED_RESOURCE = "nvidia.com/gpu"
-#: Architectures whose GPUs switch MIG mode without a GPU reset: with DynamicMIG the driver publishes the
-#: whole GPU next to its partitions (dra-driver-nvidia-gpu v0.4.1 nvlib.go:1461 supportsMIGModeToggle:
-#: Hopper and newer; fact dynamic-mig-publishes).
-MIG_TOGGLE_ARCHITECTURES = ("Hopper", "Blackwell")
-
-
-def mig_resource(profile: str) -> str:
-    """The device plugin's resource for a MIG profile under the mixed strategy.
-
-    A ``+`` in a profile (``1g.10gb+me``) is not allowed in a resource name; the plugin writes it as
-    ``.`` (``nvidia.com/mig-1g.10gb.me``; tests/upstream/facts/device-plugin.yaml resource-mig-mixed).
-    """
-    return "nvidia.com/mig-" + profile.replace("+", ".")
+from gpucluster.upstream import counter_set_name, mig_name_part, mig_resource, shares_gpus
 
 
 @dataclass(frozen=True)
@@ -71,50 +38,37 @@ class Device:
     dynamic: bool = False
 
 
-#: A static-MIG device name of the DRA driver: gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>
-#: (dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/mig.go:113, fact mig-device-name-regex).
-MIG_DEVICE_NAME = re.compile(r"^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$")
+@dataclass(frozen=True)
+class Sharing:
+    """How a node's GPUs are shared, as plain values (a pool's, from :func:`gpucluster.spec.capacity.sharing`)."""
+
+    mode: str = "exclusive"
+    replicas: int = 1
+    rename_by_default: bool = False
+    #: The MIG layout per GPU (profile -> instances) when ``mode`` is ``mig``.
+    mig: dict[str, int] | None = None
+    mig_strategy: str = "mixed"
 
 
-def mig_name_part(profile: str) -> str:
-    """The profile as it appears in a MIG device name: dots dropped, then RFC 1123 (1g.10gb+me -> 1g10gb-me)."""
-    return re.sub(r"[^a-z0-9.-]", "-", profile.replace(".", "").lower())
-
-
-def advertised_resources(
-    model: GpuModel,
-    count: int,
-    *,
-    mode: str = "exclusive",
-    replicas: int = 1,
-    rename_by_default: bool = False,
-    mig: dict[str, int] | None = None,
-    mig_strategy: str = "mixed",
-) -> dict[str, int]:
+def advertised_resources(count: int, sharing: Sharing) -> dict[str, int]:
     """What the NVIDIA device plugin advertises on one node (capacity and allocatable)."""
-    if mode == "mig":
-        layout = mig or {}
-        if mig_strategy == "single":
+    s = sharing
+    if s.mode == "mig":
+        layout = s.mig or {}
+        if s.mig_strategy == "single":
             return {"nvidia.com/gpu": count * sum(layout.values())}
         return {mig_resource(p): count * c for p, c in sorted(layout.items()) if c}
-    if mode in SHARED_MODES and replicas > 1:
-        name = "nvidia.com/gpu.shared" if rename_by_default else "nvidia.com/gpu"
-        return {name: count * replicas}
+    if shares_gpus(s.mode, s.replicas):
+        name = "nvidia.com/gpu.shared" if s.rename_by_default else "nvidia.com/gpu"
+        return {name: count * s.replicas}
     return {"nvidia.com/gpu": count}
 
 
-def gfd_labels(
-    model: GpuModel,
-    count: int,
-    *,
-    mode: str = "exclusive",
-    replicas: int = 1,
-    rename_by_default: bool = False,
-    mig: dict[str, int] | None = None,
-    mig_strategy: str = "mixed",
-) -> dict[str, str]:
+def gfd_labels(model: GpuModel, count: int, sharing: Sharing) -> dict[str, str]:
     """The labels GPU Feature Discovery puts on a node."""
-    shared = mode in SHARED_MODES and replicas > 1
+    s = sharing
+    mode, replicas, mig, mig_strategy = s.mode, s.replicas, s.mig, s.mig_strategy
+    shared = shares_gpus(mode, replicas)
     product = model.product_label
     memory = model.memory_mib
     labels = {
@@ -144,16 +98,11 @@ def gfd_labels(
             for profile, per_gpu in sorted(layout.items()):
                 labels[L.mig_count(profile)] = str(count * per_gpu)
                 labels[L.mig_memory(profile)] = str(model.mig.profiles[profile].memory_mib)
-    if shared and not rename_by_default:
+    if shared and not s.rename_by_default:
         product += "-SHARED"
     labels[L.GPU_PRODUCT] = product
     labels[L.GPU_MEMORY] = str(memory)
     return labels
-
-
-def counter_set_name(gpu: int) -> str:
-    """The shared counter set of one GPU under DynamicMIG (fact dynamic-mig-counter-set-name)."""
-    return f"gpu-{gpu}-counter-set"
 
 
 def dynamic_full_gpu_bytes(model: GpuModel) -> int:

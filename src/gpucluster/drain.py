@@ -19,13 +19,13 @@ drain`` and ``playbooks/upgrade.yml``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpucluster import kube
 from gpucluster.errors import GpuclusterError, InputError
+from gpucluster.poll import Deadline, poll
 
 Obj = dict[str, Any]
 
@@ -178,19 +178,18 @@ def drain(api: kube.Kube, node: str, *, timeout: float = 300.0, evict_gangs: boo
         raise DrainBlocked(f"{node} cannot be drained" + (" (it stays cordoned)" if not dry_run else "") + ":\n  - "
                            + "\n  - ".join(p.blocked))
     batches = [(f"gang {g}", ms) for g, ms in sorted(p.gangs.items())] + [(_name(x), [x]) for x in p.evict]
-    deadline = time.monotonic() + timeout
+    deadline = Deadline.after(timeout)
     evicted: list[Obj] = []
     for label, batch in batches:
-        while True:
-            refused = [(x, msg) for x in batch for status, msg in [_eviction(api, x, True)] if status == PDB_REFUSED]
-            if not refused:
-                break
-            if dry_run or time.monotonic() >= deadline:
-                reasons = [f"{_name(x)}: {msg} " + "; ".join(_blocking_pdbs(api, x)) for x, msg in refused]
-                raise DrainBlocked(f"{node}: eviction of {label} refused" + (" (dry run)" if dry_run else
-                                   f" for {int(timeout)} s; {node} stays cordoned") + ":\n  - "
-                                   + "\n  - ".join(reasons))
-            time.sleep(interval)
+        def refusals(batch: list[Obj] = batch) -> list[tuple[Obj, str]]:
+            return [(x, msg) for x in batch for status, msg in [_eviction(api, x, True)] if status == PDB_REFUSED]
+
+        refused = poll(refusals, timeout=0 if dry_run else deadline, every=interval, done=lambda r: not r)
+        if refused:
+            reasons = [f"{_name(x)}: {msg} " + "; ".join(_blocking_pdbs(api, x)) for x, msg in refused]
+            raise DrainBlocked(f"{node}: eviction of {label} refused" + (" (dry run)" if dry_run else
+                               f" for {int(timeout)} s; {node} stays cordoned") + ":\n  - "
+                               + "\n  - ".join(reasons))
         if dry_run:
             say(f"  would evict {label}")
             continue
@@ -202,11 +201,12 @@ def drain(api: kube.Kube, node: str, *, timeout: float = 300.0, evict_gangs: boo
                 raise DrainBlocked(f"{node}: eviction of {_name(x)} refused after its dry run passed: {msg}")
             evicted.append(x)
         say(f"  evicted {label}")
-    while evicted and time.monotonic() < deadline:
+    def terminating() -> list[Obj]:
+        nonlocal evicted
         evicted = [x for x in evicted if not _gone(api, x)]
-        if evicted:
-            time.sleep(interval)
-    if evicted:
+        return evicted
+
+    if evicted and poll(terminating, timeout=deadline, every=interval, done=lambda left: not left):
         raise DrainBlocked(f"{node}: evicted pods still terminating after {int(timeout)} s: "
                            + ", ".join(_name(x) for x in evicted))
     return p

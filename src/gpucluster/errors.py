@@ -96,16 +96,38 @@ class KubeconfigError(InputError):
     """The kubeconfig (or context) the user named cannot be loaded."""
 
 
-class ClusterUnreachable(GpuclusterError):
-    """The API server could not be asked, or refused a call the command needs."""
+class ClusterError(GpuclusterError):
+    """A call to the Kubernetes API failed: the server could not be asked, or it answered with an error."""
 
 
-class AlreadyExists(ClusterUnreachable):
-    """A create found the object there already (HTTP 409): another writer made it first."""
+class ClusterUnreachable(ClusterError):
+    """The API server could not be asked: connection refused, TLS failure, timeout."""
+
+
+class ApiError(ClusterError):
+    """The API server answered a call with an error status: the call reached it and was refused.
+
+    ``status`` is the HTTP status (403 forbidden, 404, 409 conflict, 422 invalid, 429, 5xx), ``reason`` the
+    Status object's reason (``Forbidden``, ``Invalid``, ``AlreadyExists``, ...; empty when the body is not a
+    Status). Whether to retry is the caller's decision (:func:`gpucluster.kube.transient` is the usual one).
+    """
+
+    def __init__(self, message: str, status: int, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class AlreadyExists(ApiError):
+    """A create found the object there already (HTTP 409 on POST): another writer made it first."""
 
 
 class StateLocked(GpuclusterError):
     """Another gpucluster process holds the state this command needs (the message says who)."""
+
+
+class NotOurs(InputError):
+    """A folder or file the user pointed at is not one gpucluster made, so nothing is written or removed there."""
 
 
 class LocalWorldError(GpuclusterError):
@@ -132,6 +154,20 @@ class OracleFailed(SimulatorError):
 
 class StackFailed(GpuclusterError):
     """A stack operation failed; the message names the stack, the operation and the resource."""
+
+
+class ObjectsNotOurs(InputError):
+    """Objects the stacks would create exist on the cluster and the stack state does not record them as
+    ours; the message names each one and the two ways on (``--adopt``, or delete/rename it). Nothing was
+    changed."""
+
+
+class ConfirmationNeeded(InputError):
+    """A command that deletes asks first; it cannot ask on a non-interactive stdin (``--yes`` confirms)."""
+
+
+class Declined(GpuclusterError):
+    """The user answered no to a confirmation: nothing was done."""
 
 
 class Interrupted(GpuclusterError):

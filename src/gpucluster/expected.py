@@ -14,7 +14,7 @@ from gpucluster import catalog, devices
 from gpucluster import labels as L
 from gpucluster.devices import Device
 from gpucluster.render.nodes import management_labels
-from gpucluster.spec.capacity import sharing_args
+from gpucluster.spec.capacity import sharing
 from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
 
 
@@ -76,20 +76,20 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
             continue
         model = catalog.get(pool.gpu.model)
         state.gpu_model, state.gpu_count = pool.gpu.model, pool.gpu.count
-        args = sharing_args(spec, pool)
+        shares = sharing(spec, pool)
         if pool.name not in per_pool:  # identical for every host of the pool
             per_pool[pool.name] = (
-                devices.gfd_labels(model, pool.gpu.count, **args),
+                devices.gfd_labels(model, pool.gpu.count, shares),
                 management_labels(pool),
-                devices.advertised_resources(model, pool.gpu.count, **args) if pool.uses_device_plugin else {},
+                devices.advertised_resources(pool.gpu.count, shares) if pool.uses_device_plugin else {},
             )
         gfd, management, resources = per_pool[pool.name]
         state.labels.update(gfd)
         state.labels.update(management)
         state.resources.update(resources)
         if pool.uses_dra:
-            dynamic = args["mode"] == "dynamic-mig" and model.mig is not None
-            state.devices = devices.dra_devices(model, pool.gpu.count, args["mig"], dynamic=dynamic)
+            dynamic = shares.mode == "dynamic-mig" and model.mig is not None
+            state.devices = devices.dra_devices(model, pool.gpu.count, shares.mig, dynamic=dynamic)
             if dynamic:
                 state.counter_sets = devices.dra_counter_sets(model, pool.gpu.count)
     return out

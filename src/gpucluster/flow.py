@@ -6,20 +6,30 @@ platform stack → the tenants stack → wait until the cluster has acted on the
 against the spec (the checks of ``gpucluster verify``) → a summary. ``down``
 destroys in reverse order. Each phase is timed; a failure names the phase (and, from the engine, the
 resource), keeps the stack state, and the next run continues from there.
+
+Both hold what they work on for the whole run: the stack state folder (made ours first, see
+:data:`STACK_STATE`) and its lock, and on the local world the world itself
+(:meth:`gpucluster.local.world.World.hold`), so a `local down` meanwhile is refused, naming the run.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucluster import inventory as inventories
-from gpucluster import lockfile
-from gpucluster.errors import GpuclusterError, InputError, PhaseFailed
+from gpucluster import lockfile, ownership, prerequisites
+from gpucluster.errors import Declined, GpuclusterError, InputError, PhaseFailed
+from gpucluster.hostlayer import EVENTS_FILE
+from gpucluster.spec.model import ClusterSpec
+
+if TYPE_CHECKING:
+    from gpucluster.local.world import World
 
 
 @dataclass
@@ -35,6 +45,11 @@ class Report:
     #: Objects not applied because the cluster does not serve their kind, even after the releases ran.
     left_out: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The ownership check before the first create: objects looked up, API calls, seconds, and the
+    #: objects this run adopted (``--adopt``: imported, left in place by ``down``).
+    ownership: dict[str, Any] = field(default_factory=dict)
+    #: ``down``: what it deletes and what it keeps (:meth:`gpucluster.pulumi.teardown.Teardown.as_dict`).
+    teardown: dict[str, Any] = field(default_factory=dict)
     # Cluster checks after `up`: counts plus every failed and skipped row (with its reason).
     verify: dict[str, Any] = field(default_factory=dict)
     #: The host layer's counts per host (ok, changed, failures, ...), when it ran.
@@ -44,7 +59,7 @@ class Report:
 
     def count_changes(self) -> int:
         self.changes = (sum(h.get("changed", 0) for h in self.hosts.values())
-                        + sum(c["created"] + c["updated"] + c["deleted"] for c in self.stacks))
+                        + sum(c["created"] + c.get("imported", 0) + c["updated"] + c["deleted"] for c in self.stacks))
         return self.changes
 
 
@@ -81,8 +96,49 @@ class Runner:
 STACK_STATE_PARTS = ("backend", "work")
 
 
-def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, start: bool,
-                      say: Callable[[str], None], reset: bool = False) -> Any:
+def _earlier_stack_state(root: Path) -> bool:
+    """A stack state folder of an earlier version: our lock file, or a file backend of gpucluster's projects only.
+
+    Pulumi's file backend keeps stacks as ``.pulumi/stacks/<project>/<stack>.json`` (pulumi/pulumi
+    ``pkg/backend/diy/store.go``); the engine names its projects ``gpucluster-<stack>``.
+    """
+    if lockfile.written_by_us(root):
+        return True
+    stacks = root / "backend" / ".pulumi" / "stacks"
+    projects = os.listdir(stacks) if stacks.is_dir() else []
+    return bool(projects) and all(p.startswith("gpucluster-") for p in projects)
+
+
+#: The marker kind of a stack state folder (:mod:`gpucluster.ownership`): what the engine keeps there
+#: (``pulumi/engine.py``) and what the host layer fetches next to it (``hostlayer.py``).
+STACK_STATE = ownership.Kind(
+    "stack-state", "a stack state folder",
+    frozenset({*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE}),
+    _earlier_stack_state)
+
+
+@contextmanager
+def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Path | None) -> Iterator[None]:
+    """For a whole ``up``/``down``: the stack state made ours and locked, and the local world held when used."""
+    with ExitStack() as stack:
+        world, folders = None, [(state, STACK_STATE)]
+        if inventories.is_local(spec) and kubeconfig is None:
+            from gpucluster.local.world import FOLDER, World
+
+            world = World(world_dir)
+            folders.insert(0, (world.dir, FOLDER))  # before its pulumi/ folder (the stack state) appears in it
+        for folder, kind in folders:  # every one checked before any is created
+            ownership.owned(folder, kind)
+        for folder, kind in folders:
+            ownership.claim(folder, kind)
+        stack.enter_context(lockfile.hold(state, f"the stacks of {spec.metadata.name}"))
+        if world is not None:
+            stack.enter_context(world.hold())
+        yield
+
+
+def local_world_phase(world_dir: Path | None, spec: ClusterSpec, inventory: Path, *, start: bool,
+                      say: Callable[[str], None], reset: bool = False) -> World | None:
     """The local-world phase: control plane up (or already up), CRDs, simulated GPU nodes.
 
     Returns the ``World``. ``start=False`` (dry runs, ``down``) only attaches to a running world.
@@ -100,10 +156,7 @@ def local_world_phase(world_dir: Path | None, spec: Any, inventory: Path, *, sta
         # A fresh control plane has an empty etcd: stack state from an earlier world describes
         # objects that no longer exist, so it goes (otherwise `up` would report them unchanged).
         # The state folder itself (and its lock, which this run holds) stays.
-        import shutil
-
-        for part in STACK_STATE_PARTS:
-            shutil.rmtree(world.dir / "pulumi" / part, ignore_errors=True)
+        ownership.remove(world.dir / "pulumi", STACK_STATE, STACK_STATE_PARTS)
     else:
         say(f"control plane recovered in {result.seconds:.1f} s (restarted {', '.join(result.restarted) or 'nothing'}; "
             "its data is kept)")
@@ -136,7 +189,7 @@ def _programs(plans: dict, kubeconfig: Path | None, context: str | None = None) 
     return {name: program(name) for name in PROGRAMS}
 
 
-def _state_of(spec: Any, state_dir: Path | None, world_dir: Path | None, kubeconfig: Path | None) -> Path:
+def _state_of(spec: ClusterSpec, state_dir: Path | None, world_dir: Path | None, kubeconfig: Path | None) -> Path:
     """Where the stacks of ``spec`` keep their state: the local world's folder, or one per environment."""
     if state_dir is not None:
         return state_dir
@@ -150,7 +203,8 @@ def _state_of(spec: Any, state_dir: Path | None, world_dir: Path | None, kubecon
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
            verify: bool = True, reset: bool = False, context: str | None = None,
-           partial: bool = False, hosts: bool = True, chart_repositories: bool = True) -> Report:
+           partial: bool = False, hosts: bool = True, chart_repositories: bool = True,
+           adopt: Sequence[str] = ()) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
     ``partial``: rows the closing verification cannot measure do not fail the run (they are still
@@ -159,6 +213,10 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     ``chart_repositories`` False: chart repositories cannot be reached from here, so releases from a
     repository are reported as not installed, with the objects whose CRDs they bring, and what their
     node agents would publish is not measured (a partial run, like the local world).
+    ``adopt``: ``KIND/NAMESPACE/NAME`` of objects that exist on the cluster and that the stacks may take
+    over: imported and retained (``down`` leaves them). Any other object the stacks would create that
+    exists and is not in the stack state stops the run before the first create
+    (:mod:`gpucluster.pulumi.ownership`).
 
     The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
     stops at once naming the first instead of racing it.
@@ -166,18 +224,21 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     report = Report("?", "preview" if dry_run else "up")
     run = Runner(report, quiet)
     with run.phase("validate"):
+        from gpucluster.pulumi.ownership import parse_adopt
+
+        parse_adopt(adopt)  # a malformed --adopt stops the run before anything starts
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
+    with _held(spec, state, world_dir, kubeconfig):
         _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
             kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial,
-            hosts=hosts, chart_repositories=chart_repositories)
+            hosts=hosts, chart_repositories=chart_repositories, adopt=adopt)
     report.count_changes()
     return report
 
 
-def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *,
+def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *,
                 dry_run: bool, hosts: bool, kubeconfig: Path | None) -> Path | None:
     """Run the host layer (real hosts, not ``--skip-hosts``); return the kubeconfig the stacks use.
 
@@ -188,8 +249,10 @@ def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, 
 
     fetched = hostlayer.kubeconfig_path(state)
     if hosts and dry_run:
-        report.notes.append("dry run: the host layer is not previewed (`ansible-playbook --check` on "
-                            "playbooks/site.yml previews it)")
+        with run.phase("preflight") as say:  # the checks that change nothing (roles/preflight)
+            hostlayer.run(inventories.resolve(inventory), fetched, say, playbooks=hostlayer.PREFLIGHT)
+        report.notes.append("dry run: the hosts were checked (preflight), not changed; `ansible-playbook --check` "
+                            "on playbooks/site.yml previews the rest of the host layer")
     elif hosts:
         with run.phase("host layer") as say:
             result = hostlayer.run(inventories.resolve(inventory), fetched, say)
@@ -201,10 +264,7 @@ def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, 
             if result.new_cluster:
                 # kubeadm init made a new cluster (a new CA) where an earlier one was: the stack state
                 # describes objects of the old one, so it goes (else `up` would report them unchanged).
-                import shutil
-
-                for part in STACK_STATE_PARTS:
-                    shutil.rmtree(state / part, ignore_errors=True)
+                ownership.remove(state, STACK_STATE, STACK_STATE_PARTS)
                 say("a new cluster (its CA differs from the one an earlier run fetched): the stack state of "
                     "the earlier cluster was discarded")
     if kubeconfig is None and fetched.exists():
@@ -212,14 +272,19 @@ def _host_layer(report: Report, run: Runner, spec: Any, inventory: Path | None, 
     return kubeconfig
 
 
-def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: Path, *, dry_run: bool,
+def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
         context: str | None = None, partial: bool = False, hosts: bool = True,
-        chart_repositories: bool = True) -> Report:
+        chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
     world = None
     if not inventories.is_local(spec):
         kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
                                  kubeconfig=kubeconfig)
+        if dry_run and hosts and kubeconfig is None and not os.environ.get("KUBECONFIG") \
+                and not (Path.home() / ".kube" / "config").exists():
+            report.notes.append("dry run: no cluster to preview the stacks against yet (no admin kubeconfig "
+                                "fetched from the init host, no --kubeconfig): `up` builds it")
+            return report
     if inventories.is_local(spec) and kubeconfig is None:
         with run.phase("local world"):
             world = local_world_phase(world_dir, spec, inventories.resolve(inventory), start=not dry_run,
@@ -232,7 +297,7 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
                                 "plane, the Pulumi engine and the provider are real")
     charts = chart_repositories and world is None
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context,
-            charts=charts)
+            charts=charts, adopt=adopt)
     if verify and not dry_run:
         from gpucluster.verify.report import summary_line
 
@@ -253,7 +318,7 @@ def _up(report: Report, run: Runner, spec: Any, inventory: Path | None, state: P
     return report
 
 
-def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0,
+def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: float = 30.0,
                    context: str | None = None, charts_reachable: bool = True,
                    simulated: bool = False) -> dict[str, Any]:
     """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
@@ -263,35 +328,42 @@ def verify_cluster(spec: Any, kubeconfig: Path | None, *, settle_s: float = 30.0
     and every failed or not-measured row.
     """
     from gpucluster import expected
+    from gpucluster.poll import poll
     from gpucluster.verify import cluster, report
     from gpucluster.verify.model import Verdict
 
     states = expected.host_states(spec)
-    deadline = time.monotonic() + settle_s
-    while True:
+
+    def check() -> list[Any]:
         snap = cluster.fetch(spec, str(kubeconfig) if kubeconfig else None, context)
-        results = cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated)
-        failed = any(r.verdict is Verdict.failed for r in results)
-        if not failed or time.monotonic() >= deadline:
-            break
-        time.sleep(2)
+        return cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated)
+
+    results = poll(check, timeout=settle_s, every=2, done=lambda rs: not any(r.verdict is Verdict.failed for r in rs))
     return {"summary": report.counts(results),
             "problems": [r.to_dict() for r in results if r.verdict is not Verdict.passed]}
 
 
-def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, state: Path, *,
-            local: bool, dry_run: bool, context: str | None = None, charts: bool = True) -> Report:
+def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | None, state: Path, *,
+            local: bool, dry_run: bool, context: str | None = None, charts: bool = True,
+            adopt: Sequence[str] = ()) -> Report:
     from gpucluster.pulumi.cluster import discover, wait_ready
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import plan
     from gpucluster.render import render
 
     rendered = render(spec)
-    with run.phase("plan"):
+    with run.phase("plan") as say:
         facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
+        # Kinds whose CRDs no release of ours brings (the Prometheus Operator's): exit 2 before any stack runs.
+        prerequisites.check(rendered.objects(), facts.served, simulated=local,
+                            source=f"the spec of {spec.metadata.name}")
         plans = plan(rendered, facts)
         engine = Engine(state, spec.metadata.name)
         engine.setup()
+        # Before the first create: nothing the stacks would create may exist unless it is ours or adopted.
+        owns = guard(engine, plans, facts, kubeconfig, context, adopt)
+        report.ownership = owns.as_dict()
+        say(owns.summary())
     programs = _programs(plans, kubeconfig, context)
     for name in ("platform", "tenants"):
         with run.phase(f"{name} stack") as say:
@@ -300,7 +372,7 @@ def _stacks(report: Report, run: Runner, spec: Any, kubeconfig: Path | None, sta
             say(_counts_line(counts.as_dict()))
             if name == "platform" and not dry_run and _unserved(plans):
                 # The releases just installed may have brought the CRDs of objects left out at plan time.
-                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, charts, local)
+                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, charts, local, adopt)
                 programs = _programs(plans, kubeconfig, context)
     report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
     if not dry_run:
@@ -329,21 +401,39 @@ def _unserved(plans: dict[str, Any]) -> list[Any]:
 CRD_WAIT_S = 120.0
 
 
+def guard(engine: Any, plans: dict[str, Any], facts: Any, kubeconfig: Path | None, context: str | None,
+          adopt: Sequence[str], *, applied: bool = False) -> Any:
+    """The ownership check of :mod:`gpucluster.pulumi.ownership` against both stacks' state; sets what each
+    stack plan imports and retains. Raises ObjectsNotOurs (exit 2) for an object that exists and is not ours."""
+    from gpucluster.pulumi import ownership
+    from gpucluster.pulumi.cluster import existing
+
+    owned: dict[Any, bool] = {}
+    for name in plans:
+        for ref, retained in ownership.in_state(engine.state_resources(name)).items():
+            owned[ref] = owned.get(ref, False) or retained
+    result = ownership.check(plans, owned, lambda refs: existing(kubeconfig, refs, facts.resources, context),
+                             adopt, environment=engine.environment, applied=applied)
+    for name, p in plans.items():
+        p.adopt = result.adopt.get(name, {})
+    return result
+
+
 def _second_pass(report: Report, say: Callable[[str], None], engine: Any, rendered: Any, plans: dict[str, Any],
-                 kubeconfig: Path | None, context: str | None, charts: bool, local: bool) -> dict[str, Any]:
+                 kubeconfig: Path | None, context: str | None, charts: bool, local: bool,
+                 adopt: Sequence[str] = ()) -> dict[str, Any]:
     """Wait for the kinds left out to be served, plan again and apply the platform stack once more."""
+    from gpucluster.poll import poll
     from gpucluster.pulumi.cluster import discover, served_kinds_of
     from gpucluster.pulumi.plan import plan
 
     wanted = {s.what for s in _unserved(plans)}
     kinds = {(o["apiVersion"], o["kind"]) for p in plans.values() for o in _left_out_objects(rendered, p)}
-    deadline = time.monotonic() + CRD_WAIT_S
-    while time.monotonic() < deadline:
-        if kinds <= served_kinds_of(kubeconfig, context):
-            break
-        time.sleep(2)
+    poll(lambda: kinds <= served_kinds_of(kubeconfig, context), timeout=CRD_WAIT_S, every=2)
     facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
     again = plan(rendered, facts)
+    # The objects admitted now were looked up too (their kinds were not served then): same rule.
+    guard(engine, again, facts, kubeconfig, context, adopt, applied=True)
     still = {s.what for s in _unserved(again)}
     if wanted - still:
         say(f"{len(wanted - still)} object(s) whose CRDs the releases installed: applying them now")
@@ -360,12 +450,19 @@ def _left_out_objects(rendered: Any, stack_plan: Any) -> list[dict[str, Any]]:
 
 def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,
              kubeconfig: Path | None = None, keep_world: bool = False, quiet: bool = False,
-             context: str | None = None) -> Report:
+             context: str | None = None, confirm: Callable[[Any], bool] | None = None) -> Report:
     """The body of ``gpucluster down``: tenants, then platform, then (local) the world.
+
+    Before the stacks are destroyed object by object, what that deletes (from the stack state: each
+    Namespace with the pods and PersistentVolumeClaims it holds now, Helm releases, other objects by
+    kind) and what it keeps (adopted objects) is printed and put in the report; ``confirm`` (the CLI's
+    question, unless ``--yes``) gets that :class:`~gpucluster.pulumi.teardown.Teardown` and may stop
+    the run (:class:`~gpucluster.errors.Declined`) before anything is deleted. None: no question.
 
     On the local world (without ``keep_world``) the stacks are not destroyed object by object: the
     world is stopped and its etcd data deleted, which takes every object with it in a second instead
-    of waiting for each deletion; the stack state goes too, as it describes nothing any more.
+    of waiting for each deletion; the stack state goes too, as it describes nothing any more. Nothing
+    is asked there: the simulated world and everything in it are gpucluster's.
     """
     report = Report("?", "destroy")
     run = Runner(report, quiet)
@@ -373,15 +470,14 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
+    with _held(spec, state, world_dir, kubeconfig):
         return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world,
-                     context=context)
+                     context=context, confirm=confirm)
 
 
-def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Path | None,
-          kubeconfig: Path | None, keep_world: bool, context: str | None = None) -> Report:
-    import shutil
-
+def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_dir: Path | None,
+          kubeconfig: Path | None, keep_world: bool, context: str | None = None,
+          confirm: Callable[[Any], bool] | None = None) -> Report:
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import StackPlan
 
@@ -401,13 +497,31 @@ def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Pat
                 with run.phase("local world") as say:
                     stopped = world.down()
                     say(f"stopped {', '.join(stopped) or 'nothing'}; the cluster's data went with it")
-            for part in STACK_STATE_PARTS:
-                shutil.rmtree(state / part, ignore_errors=True)
-            report.notes.append("local world stopped with its data: every object of both stacks went with it "
-                                "(nothing to destroy one by one); stack state removed" if world is not None else
+            ownership.remove(state, STACK_STATE, STACK_STATE_PARTS)
+            report.notes.append("local world (SIMULATED, all of it gpucluster's) stopped with its data: every "
+                                "object in it went with it, nothing was asked (`down --keep-world` destroys the "
+                                "stacks object by object, listing and asking as on a real cluster); stack state "
+                                "removed" if world is not None else
                                 "local world not running: nothing to destroy; stack state removed")
             return report
     engine = Engine(state, spec.metadata.name)
+    with run.phase("what down deletes"):
+        from gpucluster.pulumi import teardown
+        from gpucluster.pulumi.cluster import live_uids, namespace_contents
+
+        states = {name: engine.state_resources(name) for name in ("tenants", "platform")}
+        plan_ = teardown.of(spec.metadata.name, states, lambda nss: namespace_contents(kubeconfig, nss, context),
+                            lambda wanted: live_uids(kubeconfig, wanted, context))
+        report.teardown = plan_.as_dict()
+    for line in plan_.lines():
+        run.console.print(line, soft_wrap=True, markup=False)
+    if confirm is not None and not plan_.empty and not confirm(plan_):
+        raise Declined("nothing was deleted")
+    if plan_.replaced:
+        with run.phase("state") as say:
+            for rec in plan_.replaced:
+                engine.forget(rec.stack, rec.urn)
+            say(f"{len(plan_.replaced)} object(s) re-made by someone else dropped from the stack state, left in place")
     empty = {n: StackPlan(n) for n in ("platform", "tenants")}
     programs = _programs(empty, kubeconfig, context)
     for name in ("tenants", "platform"):
@@ -419,5 +533,5 @@ def _down(report: Report, run: Runner, spec: Any, state: Path, *, world_dir: Pat
 
 
 def _counts_line(c: dict[str, Any]) -> str:
-    return (f"{c['stack']}: {c['created']} created, {c['updated']} updated, {c['deleted']} deleted, "
-            f"{c['same']} unchanged")
+    return (f"{c['stack']}: {c['created']} created, " + (f"{c['imported']} imported, " if c.get("imported") else "")
+            + f"{c['updated']} updated, {c['deleted']} deleted, {c['same']} unchanged")

@@ -10,6 +10,10 @@ cluster. Progress comes per play and host from the ``gpucluster_progress`` stdou
 task and Ansible's message. Each play's line ends with its wall time, and every event goes, with the
 seconds since the phase began, to ``<state>/host-layer.jsonl`` (replaced by each run, mode 0600): the
 record of which task took how long on which host.
+
+site.yml starts with ``validate.yml`` and ``preflight.yml``, which change nothing: the preflight checks
+every host and fails once, naming every host and problem (:data:`PREFLIGHT_TASK`), before any play
+changes one. ``up --dry-run`` runs those two alone (:data:`PREFLIGHT`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from gpucluster.errors import GpuclusterError, InputError
 #: The Ansible files of a checkout: playbooks/, roles/, plugins/ and ansible.cfg next to each other.
 PLAYBOOKS_ENV = "GPUCLUSTER_ANSIBLE_DIR"
 PLAYBOOKS = ("site.yml", "kubeconfig.yml")
+#: What ``up --dry-run`` runs on real hosts: the plays site.yml starts with, which change nothing
+#: (the inventory's sanity on the controller, then roles/preflight on every host).
+PREFLIGHT = ("validate.yml", "preflight.yml")
+#: The preflight role's last task: its message names every host and problem, whichever host ran it.
+PREFLIGHT_TASK = "Preflight - every host and problem"
 #: The timed event record of the last run, next to the fetched kubeconfig.
 EVENTS_FILE = "host-layer.jsonl"
 
@@ -157,7 +166,7 @@ class _Progress:
             self.plays += 1
         elif kind == "result":
             status = event["status"]
-            if status == "failed" and event.get("ignored"):
+            if status in ("failed", "unreachable") and event.get("ignored"):
                 status = "ok"
             per = self.counts.setdefault(event["host"], {})
             per[status] = per.get(status, 0) + 1
@@ -168,20 +177,22 @@ class _Progress:
             self.stats = event.get("hosts") or {}
 
 
-def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None]) -> HostLayerResult:
-    """Run the site playbook and fetch the admin kubeconfig to ``kubeconfig``.
+def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None],
+        playbooks: tuple[str, ...] = PLAYBOOKS) -> HostLayerResult:
+    """Run the site playbook and fetch the admin kubeconfig to ``kubeconfig`` (or run ``playbooks``).
 
-    Raises :class:`HostLayerFailed` naming the first failed host and task, with Ansible's message.
+    Raises :class:`HostLayerFailed` naming the first failed host and task, with Ansible's message; a
+    failed preflight with the preflight's own message, which names every host and problem.
     """
     base = ansible_dir()
     source = ansible_source(inventory)
     kubeconfig.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(kubeconfig.parent, 0o700)
-    cmd = [_ansible_playbook(), "-i", str(source), *(str(base / "playbooks" / p) for p in PLAYBOOKS),
+    cmd = [_ansible_playbook(), "-i", str(source), *(str(base / "playbooks" / p) for p in playbooks),
            "-e", json.dumps({"gpucluster_kubeconfig": str(kubeconfig)})]
     before = cluster_cas(kubeconfig)
     progress = _Progress(say)
-    say(f"ansible-playbook playbooks/site.yml on the hosts of {source}")
+    say(f"ansible-playbook {' '.join('playbooks/' + p for p in playbooks)} on the hosts of {source}")
     started = time.monotonic()
     record = events_path(kubeconfig)
     record.unlink(missing_ok=True)
@@ -204,6 +215,8 @@ def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None]) -> HostLa
         stderr = errors.read()
     if progress.failures:
         first = progress.failures[0]
+        if first["task"].endswith(PREFLIGHT_TASK):  # "preflight : <name>": role tasks carry its name
+            raise HostLayerFailed(first.get("msg") or "preflight failed (no message)")
         raise HostLayerFailed(f"{first['status']} on {first['host']}, task {first['task']!r}: "
                               f"{first.get('msg') or '(no message)'}")
     if rc != 0 or progress.stats is None:

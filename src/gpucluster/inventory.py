@@ -10,10 +10,9 @@ from pathlib import Path
 
 from gpucluster.errors import LocalWorldError
 from gpucluster.spec import load_spec
-from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.model import LOCAL_ENVIRONMENT, ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-LOCAL_ENVIRONMENT = "local"
 
 
 def default() -> Path:

@@ -6,8 +6,10 @@ objects are compared as the API server returns them, and no typed model is built
 nodes. It counts successful reads and writes, so tests can prove that a reconcile with nothing to do
 writes nothing. The simulator, the stacks' cluster facts and verification's snapshot all use it.
 
-Errors: a kubeconfig that cannot be loaded is the user's input (:class:`KubeconfigError`, exit 2);
-an API server that cannot be reached or refuses a call is :class:`ClusterUnreachable` (exit 1).
+Errors: a kubeconfig that cannot be loaded is the user's input (:class:`KubeconfigError`, exit 2); an
+API server that cannot be reached is :class:`ClusterUnreachable`; a call it answers with an error status
+is :class:`ApiError` carrying that status and the Status reason (:class:`AlreadyExists` for a create that
+finds the object), both exit 1. Callers decide what to retry; :func:`transient` is the usual rule.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from gpucluster.errors import AlreadyExists, ClusterUnreachable, KubeconfigError
+from gpucluster.errors import AlreadyExists, ApiError, ClusterError, ClusterUnreachable, KubeconfigError
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpucluster"
+#: Accept header of a metadata-only list (PartialObjectMetadataList): names, labels, uids; no spec, data or status.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 # -- API paths ----------------------------------------------------------------------------------
 NODES = "/api/v1/nodes"
@@ -46,6 +50,7 @@ NIC_CLUSTER_POLICIES = "/apis/mellanox.com/v1alpha1/nicclusterpolicies"
 ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 ADMISSION_POLICY_BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def namespaced(namespace: str, plural: str, name: str = "", *, group: str = "", version: str = "v1") -> str:
@@ -62,6 +67,31 @@ def configmap(namespace: str, name: str) -> str:
 def with_selector(path: str, selector: str) -> str:
     """``path`` with a ``labelSelector`` query (``key=value``)."""
     return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}"
+
+
+#: Statuses another attempt may clear: a conflict (someone else wrote first), too many requests, and the
+#: server's own failures (an aggregated API not ready, etcd leader changes). 401/403/404/422 will not change.
+TRANSIENT_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
+
+
+def transient(err: ClusterError) -> bool:
+    """Whether ``err`` may go away on its own: the server unreachable, or a :data:`TRANSIENT_STATUSES`
+    answer. A forbidden (403) or invalid (422) write fails the same way every time."""
+    return isinstance(err, ClusterUnreachable) or (isinstance(err, ApiError) and err.status in TRANSIENT_STATUSES)
+
+
+def api_error(method: str, path: str, status: int, data: bytes) -> ApiError:
+    """The error for an answer with ``status``: the Status object's message and reason when there is one."""
+    try:
+        decoded = json.loads(data) if data else {}
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        message, reason = str(decoded.get("message", "")), str(decoded.get("reason", ""))
+    else:
+        message, reason = data[:300].decode(errors="replace"), ""
+    error = AlreadyExists if status == 409 and method == "POST" else ApiError
+    return error(f"{method} {path}: HTTP {status}{' ' + reason if reason else ''}: {message}", status, reason)
 
 
 class Kube:
@@ -112,8 +142,9 @@ class Kube:
         self.close()
 
     # -- one call -------------------------------------------------------------------------------
-    def _send(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, bytes]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    def _send(self, method: str, path: str, body: Any, content_type: str,
+              accept: str = "application/json") -> tuple[int, bytes]:
+        headers = {"Accept": accept, "Content-Type": content_type}
         headers.update(self._api.default_headers)
         # Token-based kubeconfigs (cloud providers, service accounts) authenticate by header; client
         # certificates are already in the connection pool's TLS settings.
@@ -136,19 +167,15 @@ class Kube:
         *,
         content_type: str = "application/json",
         missing_ok: bool = False,
+        accept: str = "application/json",
     ) -> dict[str, Any] | None:
         """One call; returns the decoded body, or None for a 404 when ``missing_ok``."""
-        status, data = self._send(method, path, body, content_type)
+        status, data = self._send(method, path, body, content_type, accept)
         if status == 404 and missing_ok:
             self._count(method)
             return None
         if not 200 <= status < 300:
-            try:
-                message = json.loads(data).get("message", "")
-            except ValueError:
-                message = data[:300].decode(errors="replace")
-            error = AlreadyExists if status == 409 and method == "POST" else ClusterUnreachable
-            raise error(f"{method} {path}: HTTP {status}: {message}")
+            raise api_error(method, path, status, data)
         self._count(method)
         return json.loads(data) if data else {}
 
@@ -179,6 +206,12 @@ class Kube:
         """A list call's items, or None when the resource type is not served (its CRD is absent)."""
         out = self.request("GET", path, missing_ok=True)
         return None if out is None else list(out.get("items") or [])
+
+    def metadata(self, path: str) -> builtins.list[dict[str, Any]] | None:
+        """The ``metadata`` of each object a list call returns (a metadata-only list: no spec, data or
+        status cross the wire), or None when the resource type is not served."""
+        out = self.request("GET", path, missing_ok=True, accept=METADATA_LIST)
+        return None if out is None else [i.get("metadata") or {} for i in out.get("items") or []]
 
     def items(self, path: str) -> builtins.list[dict[str, Any]]:
         """A list call's items ([] when the resource type is not served)."""

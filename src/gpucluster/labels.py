@@ -149,3 +149,8 @@ DRA_ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
 # -- Multus ---------------------------------------------------------------------------------------
 #: NetworkAttachmentDefinition annotation: the device-plugin resource pods of this network request.
 NAD_RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
+
+# -- Deployers (render --deployer) ----------------------------------------------------------------
+#: Argo CD annotation: the sync wave of an object; lower waves are applied (and must be healthy)
+#: first (github.com/argoproj/argo-cd/v3@v3.3.19/docs/user-guide/sync-waves.md).
+ARGOCD_SYNC_WAVE = "argocd.argoproj.io/sync-wave"

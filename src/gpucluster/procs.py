@@ -1,9 +1,20 @@
 """Processes we start and their records: loopback ports, spawning daemons, health probes, stopping by pid.
 
-A :class:`Component` records one process (pid, argv, log, health URL). Anything gpucluster starts in
-the background — the local control plane, its add-ons — is recorded the same way, and is only ever
-treated as ours while ``/proc/<pid>/cmdline`` still shows the binary and the state folder we started
-it with (pids get reused).
+These are the primitives; :mod:`gpucluster.local.runtime` runs components with them (start, record, wait until
+ready, roll back, stop).
+
+A :class:`Component` records one process (pid, argv, log, health URL, and what identifies it: its start
+time and executable). Anything gpucluster starts in the background — the local control plane, its
+add-ons — is recorded the same way, and is only ever treated as ours while the process with that pid
+is the one we started (:meth:`Component.ours`): pids get reused.
+
+Upstream facts (Linux ``Documentation/filesystems/proc.rst``, table 1-4 "Contents of the stat files",
+and "Miscellaneous kernel statistics in /proc/stat"): ``/proc/<pid>/stat`` field 22 ``start_time`` is
+when the process started, in clock ticks after boot (``sysconf(_SC_CLK_TCK)``); the second field, the
+command name, is in parentheses and may itself hold spaces or parentheses, so fields are counted after
+the last ``)``. ``/proc/stat``'s ``btime`` is the boot time in seconds since the epoch.
+``/proc/<pid>/exe`` links to the executable; once that file is removed or replaced the link reads
+``<path> (deleted)`` (seen on the build machine's kernel).
 """
 
 from __future__ import annotations
@@ -17,17 +28,28 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpucluster.errors import LocalWorldError
+from gpucluster.poll import poll
 
 HOST = "127.0.0.1"
 
 
+#: Seconds a process of an older record may seem to have started after the record was written: ``btime``
+#: is whole seconds, ``start_time`` whole clock ticks.
+CLOCK_SLACK_S = 2.0
+
+
 @dataclass
 class Component:
-    """One process we started."""
+    """One process we started.
+
+    ``start_time`` (``/proc/<pid>/stat`` field 22: clock ticks after boot) and ``exe`` (``/proc/<pid>/exe``)
+    are read right after the spawn. Records written before gpucluster kept them have 0 and "" there.
+    """
 
     name: str
     pid: int
@@ -37,21 +59,64 @@ class Component:
     started_at: float
     port: int = 0
     health_url: str = ""
+    start_time: int = 0
+    exe: str = ""
 
-    def cmdline_matches(self, state_dir: Path) -> bool:
-        """True when ``pid`` is alive and is still this process (not a reused pid)."""
-        try:
-            raw = Path(f"/proc/{self.pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-        argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-        if not argv or Path(argv[0]).name != Path(self.binary).name:
-            return False
-        return any(str(state_dir) in a for a in argv[1:])
+    def ours(self) -> bool:
+        """True while ``pid`` runs (not a zombie) and is the very process we started, never a reused pid.
 
-    def is_zombie(self) -> bool:
-        """True for a dead process not yet reaped (``/proc/<pid>/stat`` state ``Z``)."""
-        return _zombie(self.pid)
+        It is when its start time and executable are the recorded ones. A record of an earlier version
+        (no start time) is matched as strictly as its fields allow: the command line is exactly
+        ``binary`` + ``args``, the executable is ``binary`` resolved, and the process started no later
+        than the record says it was started (``started_at``): a pid belongs to one running process at a
+        time, so a process that already ran with this pid then is the one we started.
+        """
+        found = identity(self.pid)
+        if found is None:
+            return False
+        start, exe = found
+        if self.start_time:
+            return start == self.start_time and _same_exe(exe, self.exe)
+        return (cmdline(self.pid) == [self.binary, *self.args]
+                and _same_exe(exe, str(Path(self.binary).resolve()))
+                and _started_at(start) <= self.started_at + CLOCK_SLACK_S)
+
+
+def identity(pid: int) -> tuple[int, str] | None:
+    """(start time in clock ticks after boot, executable) of a running process; None if gone, a zombie, unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        exe = os.readlink(f"/proc/{pid}/exe")
+        if fields[0] == "Z":
+            return None
+        return int(fields[19]), exe  # field 22; fields[0] is field 3 (the state)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cmdline(pid: int) -> list[str]:
+    """The arguments of ``pid`` ([] when gone or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    parts = raw.split(b"\0")
+    if parts[-1] == b"":  # the kernel ends every argument with a NUL
+        parts.pop()
+    return [a.decode(errors="replace") for a in parts]
+
+
+def _same_exe(now: str, recorded: str) -> bool:
+    # A binary replaced on disk after the start (a toolchain rebuild) reads "<path> (deleted)"; the pid and
+    # start time already pin the process, the path says it was started from the recorded file.
+    return bool(recorded) and Path(now.removesuffix(" (deleted)")) == Path(recorded)
+
+
+def _started_at(ticks: int) -> float:
+    """Seconds since the epoch at which a process with ``start_time`` ``ticks`` started."""
+    boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime "))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -59,6 +124,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(names: Iterable[str], pinned: Mapping[str, int] | None = None) -> dict[str, int]:
+    """A distinct port on 127.0.0.1 for each of ``names``: ``pinned`` ones checked free (:func:`require_free`),
+    the others free right now and different from each other and from the pinned ones."""
+    ports: dict[str, int] = {}
+    for name, port in (pinned or {}).items():
+        require_free(port, name)
+        ports[name] = port
+    for name in names:
+        while name not in ports:
+            port = free_port()
+            if port not in ports.values():
+                ports[name] = port
+    return ports
 
 
 def require_free(port: int, what: str) -> None:
@@ -101,6 +181,8 @@ def spawn(name: str, binary: Path, args: list[str], log: Path, health_url: str =
             close_fds=True,
             env=environ,
         )
+    # Popen returns once the child has exec'ed the binary, so /proc shows the process as it will stay.
+    start, exe = identity(proc.pid) or (0, "")
     return Component(
         name=name,
         pid=proc.pid,
@@ -110,6 +192,8 @@ def spawn(name: str, binary: Path, args: list[str], log: Path, health_url: str =
         started_at=time.time(),
         port=port,
         health_url=health_url,
+        start_time=start,
+        exe=exe,
     )
 
 
@@ -155,12 +239,7 @@ def wait_exited(pid: int, timeout: float) -> bool:
     that is not ours) is not waited for. A SIGKILLed Go server keeps its listening socket until its
     last thread is gone, so a restart on the same port waits here first.
     """
-    deadline = time.monotonic() + timeout
-    while not gone(pid) and _zombie(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return poll(lambda: gone(pid) or not _zombie(pid), timeout=timeout, every=0.05)
 
 
 def stop(pid: int, grace: float = 10.0) -> bool:
@@ -170,31 +249,45 @@ def stop(pid: int, grace: float = 10.0) -> bool:
             os.kill(pid, sig)
         except ProcessLookupError:
             return True
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if gone(pid):
-                return True
-            time.sleep(0.05)
+        if poll(lambda: gone(pid), timeout=wait, every=0.05):
+            return True
     return gone(pid)
 
 
-def find_leftovers(state_dir: Path, binaries: set[str]) -> list[int]:
-    """Pids of processes running one of ``binaries`` with ``state_dir`` in their arguments.
+def find_leftovers(state_dir: Path, executables: Iterable[Path], under: Iterable[str] | None = None) -> list[int]:
+    """Pids of processes running one of ``executables`` whose arguments name a path inside ``state_dir``.
 
-    Used when state.json is lost or corrupt, so a crashed run can still be stopped by pid.
+    Used when the records are lost, corrupt or stale, so a crashed run can still be stopped by pid.
+    Executables are compared as resolved paths. Paths in the arguments (``PATH`` or ``--flag=PATH``)
+    are compared with ``state_dir`` component by component, so ``/x/w`` never matches ``/x/w2``; with
+    ``under``, only paths below those top-level names of ``state_dir`` count (a world kept in a
+    subfolder of another world's folder is not that world's).
     """
+    root = Path(state_dir).resolve()
+    wanted = {Path(p).resolve() for p in executables}
+    children = None if under is None else set(under)
     found = []
-    marker = str(state_dir)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
-        except OSError:
+        pid = int(entry.name)
+        ident = identity(pid)
+        if ident is None or Path(ident[1].removesuffix(" (deleted)")) not in wanted:
             continue
-        if argv and Path(argv[0]).name in binaries and any(marker in a for a in argv[1:]):
-            found.append(int(entry.name))
+        if any(_names_inside(arg, root, children) for arg in cmdline(pid)[1:]):
+            found.append(pid)
     return sorted(found)
+
+
+def _names_inside(arg: str, root: Path, children: set[str] | None) -> bool:
+    for text in (arg, arg.split("=", 1)[1] if "=" in arg else ""):
+        if not text.startswith("/"):
+            continue
+        parts = Path(os.path.normpath(text)).parts
+        n = len(root.parts)
+        if parts[:n] == root.parts and (children is None or (len(parts) > n and parts[n] in children)):
+            return True
+    return False
 
 
 def tls_context(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
@@ -212,26 +305,6 @@ def probe(url: str, ctx: ssl.SSLContext | None, timeout: float = 2.0) -> tuple[b
         return False, f"HTTP {err.code}: {err.read(500).decode(errors='replace').strip()}"
     except (urllib.error.URLError, OSError) as err:
         return False, str(getattr(err, "reason", err))
-
-
-def wait_healthy(comp: Component, ca: Path, cert: Path, key: Path, state_dir: Path, timeout: float) -> None:
-    """Poll ``comp.health_url`` until 200; raise naming the component and its log on failure."""
-    ctx = tls_context(ca, cert, key) if comp.health_url.startswith("https") else None
-    deadline = time.monotonic() + timeout
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        # Not cmdline_matches: right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec), which
-        # would read as "exited" on a busy machine.
-        if gone(comp.pid):
-            raise LocalWorldError(f"{comp.name} exited during start-up; see its log: {comp.log}\n{tail(comp.log)}")
-        ok, last = probe(comp.health_url, ctx)
-        if ok:
-            return
-        time.sleep(0.25)
-    raise LocalWorldError(
-        f"{comp.name} did not become healthy within {timeout:.0f} s ({comp.health_url}: {last}); "
-        f"see its log: {comp.log}\n{tail(comp.log)}"
-    )
 
 
 def tail(log: str | Path, lines: int = 12) -> str:

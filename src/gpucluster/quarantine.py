@@ -20,9 +20,9 @@ from typing import Any
 
 from gpucluster import kube
 from gpucluster import labels as L
-from gpucluster.devices import DRA_DRIVER
 from gpucluster.errors import InputError
 from gpucluster.spec.features import DEVICE_TAINT_RULE_API
+from gpucluster.upstream import DRA_DRIVER
 
 PREFIX = "gpucluster-quarantine-"
 EFFECTS = ("NoExecute", "NoSchedule")

@@ -51,9 +51,20 @@ K8S_DEVICE_PLUGIN = "v0.19.0"
 #: the Molecule site scenario's isolation proof: the newest release the Go module proxy serves (the
 #: chart's own image, v1.0.0, is not served as a module).
 KUBE_NETWORK_POLICIES = "v1.1.1"
-
-# Images the NicClusterPolicy deploys; the network operator release names them after itself.
-NETWORK_OPERATOR_IMAGES = {"repository": "nvcr.io/nvidia/mellanox", "version": "network-operator-v26.4.1"}
+#: The deployers' API modules whose CRDs validate `render --deployer` bundles (tools/flux-crds,
+#: tools/argocd-crds) and helmfile's own loader (tools/helmfile-check); see docs/gitops.md.
+#: Flux v2.9.4's go.mod requires these three; the v2.10 API modules need Go 1.27.
+FLUX_SOURCE_API = "v1.9.4"
+FLUX_HELM_API = "v1.6.3"
+FLUX_KUSTOMIZE_API = "v1.9.4"
+#: Argo CD: the newest release whose API package resolves from served modules (tools/argocd-crds/go.mod).
+ARGOCD = "v3.3.19"
+HELMFILE = "v1.8.0"
 
 #: Pinned chart of every component that installs one, by component name.
 CHARTS: dict[str, Chart] = {c.name: c.chart for c in with_charts() if c.chart is not None}
+
+# Images the NicClusterPolicy deploys; the network operator release names them after itself
+# (network-operator-v<chart version>), so they follow the chart's pin.
+NETWORK_OPERATOR_IMAGES = {"repository": "nvcr.io/nvidia/mellanox",
+                           "version": f"network-operator-v{CHARTS['network-operator'].version}"}

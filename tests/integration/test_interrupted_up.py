@@ -3,7 +3,8 @@
 A real `gpucluster up` of the local inventory runs as a subprocess (its own local world): SIGINT
 arrives while the platform stack is being applied; the run must stop cleanly (exit 130, no engine
 process left, a message saying how to continue), and the next `up` must finish the job. While one
-`up` holds the stack state, a second one stops at once and names the first.
+`up` holds the stack state, a second one stops at once and names the first, and so does a
+`local down` of its world.
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ def test_a_second_up_on_the_same_state_names_the_first(world_dir: Path) -> None:
         _, err = second.communicate(timeout=120)
         assert second.returncode == 1, err
         assert f"pid {first.pid}" in err and "is working on the stacks of local" in err
+        # nor can the world be stopped under it: `local down` names the running `up` (issue 22)
+        down = gpucluster("local", "down", "--state-dir", str(world_dir))
+        _, err = down.communicate(timeout=120)
+        assert down.returncode == 1, err
+        assert f"pid {first.pid} (`gpucluster up -i {LOCAL}" in err and "is working on the local world" in err
     finally:
         _, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-3000:]

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from cluster_helpers import Cluster, wait_for
 
+from gpucluster import ownership
 from gpucluster.errors import LocalWorldError
 from gpucluster.local import world as world_mod
 from gpucluster.local.stages import MANAGE_ANNOTATION, NOT_READY_ANNOTATION
@@ -252,7 +253,7 @@ def test_up_after_apiserver_sigkill_restarts_it_and_keeps_the_data(lw: Cluster) 
     assert result.recovered == []  # nothing was stopped: the survivors keep running
     for name, comp in old.components.items():
         if name != "kube-apiserver":
-            assert comp.cmdline_matches(lw.state_dir), f"{name} (pid {comp.pid}) was stopped"
+            assert comp.ours(), f"{name} (pid {comp.pid}) was stopped"
     assert lw.world.healthy()
     assert json.loads(lw.kubectl("get", "--raw", "/version"))["gitVersion"] == KUBERNETES
     assert lw.get("configmap", "survivor")["data"] == {"k": "v"}  # etcd's data survived
@@ -265,7 +266,7 @@ def test_reset_discards_the_world_and_its_data(lw: Cluster) -> None:
     result = lw.world.up(reset=True)
     assert result.fresh and "etcd" in result.recovered
     for name, comp in old.components.items():
-        assert not comp.cmdline_matches(lw.state_dir), f"old {name} (pid {comp.pid}) still runs"
+        assert not comp.ours(), f"old {name} (pid {comp.pid}) still runs"
     assert lw.world.healthy()
     assert lw.run("get", "configmap", "survivor").returncode != 0
 
@@ -298,7 +299,9 @@ def test_missing_binaries_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("PATH", "/nonexistent")
     result = cli("local", "up", "--state-dir", str(tmp_path / "s"))
     assert result.exit_code == 1
-    assert "missing binaries: etcd, kube-apiserver" in result.output and "kubectl, crds." in result.output
+    # kubectl is not among them: the CRDs go through the API client (gpucluster.kube), as everything else
+    assert "missing binaries: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, crds." \
+        in result.output
     assert "gpucluster tools install" in result.output and "Traceback" not in result.output
 
 
@@ -315,6 +318,7 @@ def test_pinned_port_in_use_is_a_clear_error(tmp_path: Path, monkeypatch: pytest
 
 
 def test_corrupt_state_is_a_clear_error_and_down_force_cleans(tmp_path: Path, cli) -> None:
+    ownership.claim(tmp_path, world_mod.FOLDER)  # a world's folder whose state.json got damaged
     (tmp_path / "state.json").write_text("{not json")
     for args in (["up"], ["status"], ["down"]):
         result = cli("local", *args, "--state-dir", str(tmp_path))
@@ -339,13 +343,16 @@ def test_stale_state_never_kills_a_reused_pid(tmp_path: Path) -> None:
         stranger.wait()
 
 
-def test_leftovers_are_found_by_command_line(tmp_path: Path) -> None:
-    fake = tmp_path / "etcd"
+def test_leftovers_are_found_by_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "bin" / "etcd"
+    fake.parent.mkdir()
     fake.symlink_to(sys.executable)
-    proc = subprocess.Popen([str(fake), "-c", "import time; time.sleep(60)", f"--data-dir={tmp_path}/etcd-data"])
+    monkeypatch.setattr(world_mod, "locate", lambda name: fake if name == "etcd" else None)
+    world = ownership.claim(tmp_path / "w", world_mod.FOLDER)
+    proc = subprocess.Popen([str(fake), "-c", "import time; time.sleep(60)", f"--data-dir={world}/etcd-data"])
     try:
-        wait_for("fake etcd", lambda: proc.pid in find_leftovers(tmp_path, {"etcd"}), timeout=10)
-        assert World(tmp_path).down(force=True) == [f"pid {proc.pid}"]
+        wait_for("fake etcd", lambda: proc.pid in find_leftovers(world, [fake]), timeout=10)
+        assert World(world).down(force=True) == [f"pid {proc.pid}"]
         assert proc.wait(timeout=5) is not None
     finally:
         proc.kill()
@@ -389,10 +396,19 @@ def test_pki_chains_to_one_ca_with_loopback_names_and_private_keys(tmp_path: Pat
 
 
 def test_concurrent_up_on_one_state_dir_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    from gpucluster import lockfile
     from gpucluster.errors import StateLocked
 
-    with lockfile.hold(tmp_path, "the local world"):
-        with pytest.raises(StateLocked, match=rf"pid {os.getpid()} .* is working on the local world"):
+    # another process holds the world (a lock is re-entrant within one process)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; "
+                               "from gpucluster.local.world import World\n"
+                               "with World(Path(sys.argv[1])).hold(): print('held', flush=True); sys.stdin.read()",
+                               str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(StateLocked, match=rf"pid {holder.pid} .* is working on the local world"):
             World(tmp_path).up()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
     World(tmp_path).down()  # released when the holder is done

@@ -16,19 +16,19 @@ from pathlib import Path
 import pytest
 import yaml
 from cluster_helpers import Cluster, wait_for
-from kubernetes.utils import parse_quantity
 
 from gpucluster import catalog, expected
 from gpucluster import labels as L
 from gpucluster.addons import gpu_simulator
-from gpucluster.devices import DRA_DRIVER
 from gpucluster.labels import SIMULATED
+from gpucluster.quantity import parse_quantity
 from gpucluster.render import gpu_operator, render
 from gpucluster.render import network_operator as network
 from gpucluster.simulator import Simulator, attach
 from gpucluster.simulator.objects import slice_name
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.upstream import DRA_DRIVER
 from gpucluster.verify.cluster import device_problems
 
 pytestmark = pytest.mark.integration
@@ -336,6 +336,6 @@ def test_background_loop_follows_the_configmap(lw: Cluster, spec: ClusterSpec) -
     finally:
         assert gpu_simulator.stop(lw.state_dir) == [gpu_simulator.NAME]
         set_replicas(lw, spec, 4)
-    assert not comp.cmdline_matches(lw.state_dir)  # gone (or its pid reused by another process)
+    assert not comp.ours()  # gone (or its pid reused by another process)
     log = Path(comp.log).read_text()
     assert "SIMULATED" in log

@@ -1,9 +1,12 @@
 """Both stacks with the real Pulumi engine and provider against the real local control plane.
 
-Runs in file order on one local world: cold ``up`` → converged re-run (0 changes) → one tenant's
-GPU quota raised (exactly 1 update) → quota admission and taints at work → the probe chart installed
-from a local path with the stack's values → a DeviceClass that matches no device fails ``up``'s verify
-step → ``down`` leaves nothing behind. Needs the toolchain
+Runs in file order on one local world: a user's ``monitoring`` Namespace holding a ConfigMap exists
+before the first ``up``, which refuses it (exit 2) and changes nothing → cold ``up --adopt
+Namespace//monitoring`` → converged re-run without the flag (0 changes) → one tenant's GPU quota
+raised (exactly 1 update) → quota admission and taints at work → the probe chart installed from a
+local path with the stack's values → a DeviceClass that matches no device fails ``up``'s verify step →
+``down`` leaves nothing behind but the adopted Namespace, the user's ConfigMap and a ConfigMap someone
+re-made under one of our names. Needs the toolchain
 (local world + ``pulumi`` + ``pulumi-resource-kubernetes``); skipped with the reason otherwise
 (GPUCLUSTER_REQUIRE_TOOLS=1 fails instead).
 """
@@ -19,13 +22,12 @@ import pytest
 import yaml
 from cluster_helpers import Cluster
 
-from gpucluster import components
 from gpucluster.flow import run_down, run_up
 from gpucluster.kube import Kube
 from gpucluster.pulumi.cluster import discover
 from gpucluster.pulumi.plan import plan
 from gpucluster.render import render
-from gpucluster.render.releases import module
+from gpucluster.render.releases import CHART_MODULES
 from gpucluster.spec import load_spec
 
 pytestmark = pytest.mark.integration
@@ -87,12 +89,76 @@ def _counts(report, stack: str) -> dict:
     return c
 
 
+#: Someone else's objects, there before the first `up`: a Namespace the platform stack renders too
+#: (render/namespaces.py), and a ConfigMap of theirs in it.
+THEIR_NAMESPACE = {"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "monitoring", "labels": {"owner": "someone-else"}}}
+THEIR_CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "their-config", "namespace": "monitoring"}, "data": {"keep": "me"}}
+
+
 @pytest.fixture(scope="module")
-def cold(lw: Cluster, tmp_path_factory):
-    state = tmp_path_factory.mktemp("stacks")
+def theirs(kc: Kube, tmp_path_factory) -> dict:
+    """The user's Namespace and ConfigMap as created, and the (still empty) stack state folder."""
+    ns = kc.create("/api/v1/namespaces", THEIR_NAMESPACE)
+    cm = kc.create("/api/v1/namespaces/monitoring/configmaps", THEIR_CONFIGMAP)
+    return {"namespace": ns, "configmap": cm, "state": tmp_path_factory.mktemp("stacks")}
+
+
+def _theirs_untouched(kc: Kube, theirs: dict) -> dict:
+    ns = _get(kc, THEIR_NAMESPACE)
+    cm = _get(kc, THEIR_CONFIGMAP)
+    assert ns is not None and ns["metadata"]["uid"] == theirs["namespace"]["metadata"]["uid"]
+    assert ns["status"]["phase"] == "Active"
+    assert cm is not None and cm["metadata"]["uid"] == theirs["configmap"]["metadata"]["uid"]
+    assert cm["data"] == {"keep": "me"}
+    return ns
+
+
+def test_the_first_up_refuses_a_namespace_it_did_not_create_and_changes_nothing(theirs, kc, lw: Cluster, cli):
+    out = cli("up", "-i", LOCAL, "--world-dir", lw.state_dir, "--state-dir", theirs["state"], "--no-verify")
+    assert out.exit_code == 2, out.stderr[-3000:]
+    assert "phase 'plan' failed" in out.stderr and "  - Namespace//monitoring" in out.stderr
+    assert "--adopt Namespace//monitoring" in out.stderr and "delete or rename" in out.stderr
+    # Nothing changed: their objects as they were (same resourceVersion), none of ours created, no state.
+    ns = _theirs_untouched(kc, theirs)
+    assert ns["metadata"]["resourceVersion"] == theirs["namespace"]["metadata"]["resourceVersion"]
+    rendered = render(load_spec(LOCAL))
+    created = [o for o in rendered.objects() if _get(kc, o) is not None and o["metadata"]["name"] != "monitoring"]
+    assert not created, created
+    assert not list((theirs["state"] / "backend").rglob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def cold(lw: Cluster, theirs, tmp_path_factory):
+    state = theirs["state"]
     start = time.monotonic()
-    report = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True)
+    report = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True, adopt=["Namespace//monitoring"])
     return report, state, time.monotonic() - start
+
+
+def _retained(state: Path) -> dict[str, bool]:
+    """Objects of the platform stack's state → whether each is retained on delete."""
+    from gpucluster.pulumi.engine import Engine
+
+    return {r["urn"].rsplit("::", 1)[-1]: bool(r.get("retainOnDelete"))
+            for r in Engine(state, "local").state_resources("platform") if r.get("type", "").startswith("kubernetes:")}
+
+
+def test_up_with_adopt_imports_the_namespace_keeps_their_configmap_and_applies_the_spec(cold, kc, theirs):
+    report, state, _ = cold
+    assert report.ownership["adopted"] == ["Namespace//monitoring"]
+    assert _counts(report, "platform")["imported"] == 1 and _counts(report, "tenants")["imported"] == 0
+    ns = _theirs_untouched(kc, theirs)  # the same object (uid), imported, not re-created
+    (ours,) = [o for o in render(load_spec(LOCAL)).objects() if o["kind"] == "Namespace"
+               and o["metadata"]["name"] == "monitoring"]
+    labels = ns["metadata"].get("labels") or {}
+    assert labels.get("owner") == "someone-else"  # their label stays
+    assert ours["metadata"]["labels"] and all(labels.get(k) == v for k, v in ours["metadata"]["labels"].items())
+    retained = _retained(state)
+    assert retained["namespace/monitoring"] is True
+    assert [k for k, v in retained.items() if v] == ["namespace/monitoring"]  # nothing else is retained
+    print(f"ownership check of the cold up: {report.ownership}")
 
 
 def test_cold_up_creates_every_non_chart_object(cold, kc, lw: Cluster):
@@ -105,7 +171,7 @@ def test_cold_up_creates_every_non_chart_object(cold, kc, lw: Cluster):
     left_out = [s for s in report.skipped if not s["what"].startswith("release ")]
     assert sorted(s["what"] for s in left_out) == sorted(f"{o['kind']} {o['metadata']['name']}" for o in unserved)
     # A kind whose CRD only a release not installed here would bring is left out with that release.
-    chart_kinds = {kind for c in components.with_charts() for kind in getattr(module(c), "CHART_KINDS", ())}
+    chart_kinds = {kind for mod in CHART_MODULES.values() for kind in mod.CHART_KINDS}
     for s in left_out:
         kind = next(o["kind"] for o in unserved if f"{o['kind']} {o['metadata']['name']}" == s["what"])
         from_chart = any(n == kind for _, n in chart_kinds)
@@ -136,10 +202,14 @@ def test_cold_up_creates_every_non_chart_object(cold, kc, lw: Cluster):
 
 def test_second_up_reports_no_changes(cold, lw: Cluster):
     _, state, _ = cold
-    report = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True)
+    report = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True)  # without --adopt
     for c in report.stacks:
         assert (c["created"], c["updated"], c["deleted"]) == (0, 0, 0), c
         assert c["same"] > 0
+    # The adopted Namespace stays adopted (the state still retains it) though the flag is gone; and
+    # nothing is looked up: everything the stacks create is in their state.
+    assert _retained(state)["namespace/monitoring"] is True
+    assert (report.ownership["looked_up"], report.ownership["calls"], report.ownership["adopted"]) == (0, 0, [])
 
 
 def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluster, tmp_path):
@@ -235,6 +305,13 @@ def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, kc, 
     values = json.loads(cm["data"]["values.json"])
     assert {k: values[k] for k in volcano.values} == volcano.values
     assert not [s for s in report.skipped if s["what"].startswith("release volcano")]
+    # The ownership check sees a release by its Helm records (what another `up` would have to adopt).
+    from gpucluster.pulumi.cluster import existing
+    from gpucluster.pulumi.ownership import release_ref
+
+    installed, absent = release_ref(volcano.namespace, "volcano"), release_ref(volcano.namespace, "not-installed")
+    found, _ = existing(lw.kubeconfig, [installed, absent], discover(lw.kubeconfig).resources)
+    assert found == {installed}
 
 
 def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: Cluster, tmp_path):
@@ -256,12 +333,24 @@ def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: 
     assert failed == [("deviceclass-matches", "deviceclass/gpu-no-such-uuid")]
 
 
-def test_down_removes_everything_it_created(cold, kc, lw: Cluster):
+def test_down_removes_everything_it_created_and_leaves_what_it_adopted(cold, kc, lw: Cluster, theirs):
     _, state, _ = cold
+    # Someone deletes our dashboard ConfigMap (in their adopted Namespace) and makes their own of that name.
+    dashboard = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"namespace": "monitoring", "name": "gpucluster-gpu-dashboard"}}
+    assert _get(kc, dashboard) is not None
+    kc.delete("/api/v1/namespaces/monitoring/configmaps/gpucluster-gpu-dashboard")
+    remade = kc.create("/api/v1/namespaces/monitoring/configmaps", {**dashboard, "data": {"mine": "now"}})
     report = run_down(LOCAL, world_dir=lw.state_dir, state_dir=state, keep_world=True, quiet=True)
     assert all(c["deleted"] > 0 for c in report.stacks)
+    assert report.teardown["kept"] == ["Namespace//monitoring"]
+    assert report.teardown["replaced"] == ["ConfigMap/monitoring/gpucluster-gpu-dashboard"]
+    assert "monitoring" not in report.teardown["namespaces"] and "ml-research" in report.teardown["namespaces"]
     plans = plan(render(load_spec(LOCAL)), discover(lw.kubeconfig))
     left = [o for p in plans.values() for o in p.objects() if _get(kc, o) is not None]
-    assert not left, f"left behind: {[(o['kind'], o['metadata']['name']) for o in left]}"
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in left) == [
+        ("ConfigMap", "gpucluster-gpu-dashboard"), ("Namespace", "monitoring")]
+    assert _get(kc, dashboard)["metadata"]["uid"] == remade["metadata"]["uid"]  # theirs, not deleted
+    _theirs_untouched(kc, theirs)  # their Namespace, still Active, and their ConfigMap in it
     assert _get(kc, {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"namespace": "volcano-system", "name": "volcano-values"}}) is None

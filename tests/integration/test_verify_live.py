@@ -18,9 +18,10 @@ import yaml
 from cluster_helpers import Cluster
 
 from gpucluster.cli import entrypoint
-from gpucluster.render import render, tenants
+from gpucluster.render import releases, render, tenants
 from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
+from gpucluster.verify import snapshot
 
 pytestmark = pytest.mark.integration
 LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"
@@ -83,8 +84,10 @@ def verify(lw: Cluster, tmp_path: Path, capsys, *, partial: bool = True) -> tupl
     they would run is not measured) unless ``partial`` is False."""
     report = tmp_path / "verify.json"
     junit = tmp_path / "verify.xml"
-    code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--json", str(report),
-                       "--junit", str(junit), *(["--partial"] if partial else [])])
+    report.unlink(missing_ok=True)  # a report left by an earlier call must not stand in for this one
+    junit.unlink(missing_ok=True)
+    code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--out-dir", str(tmp_path),
+                       *(["--partial"] if partial else [])])
     out = capsys.readouterr()
     assert report.exists(), f"verify exited {code} without a report:\n{out.err}\n{out.out[-3000:]}"
     data = json.loads(report.read_text())
@@ -101,7 +104,9 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set(), data["results"]
     assert code == 0
-    assert data["listCalls"] == 16
+    # one LIST per snapshot field, and the Helm records of each release namespace (never cluster-wide)
+    release_namespaces = {rel.namespace for rel in releases(load_spec(LOCAL))}
+    assert data["listCalls"] == len(snapshot.PATHS) + len(release_namespaces) == 20
     assert data["accessReviews"] > 100  # every group the spec binds, every grant and protected write
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
@@ -271,8 +276,8 @@ def test_fault_fails_exactly_its_check(deployed, tmp_path, capsys, fault):
 EXPECTATION_ERRORS = {
     "replicas-off-by-one": (
         "advertised_resources",
-        lambda real: lambda *a, **kw: {k: v + (1 if kw.get("replicas", 1) > 1 else 0)
-                                       for k, v in real(*a, **kw).items()},
+        lambda real: lambda count, sharing: {k: v + (1 if sharing.replicas > 1 else 0)
+                                             for k, v in real(count, sharing).items()},
         {(c, n) for c in ("node-capacity", "node-allocatable") for n in ("l4-1", "l4-2")}),
     "mig-memory-nominal": (
         "gfd_labels",
@@ -327,10 +332,10 @@ def test_metrics_health_names_node_and_gpu(deployed, tmp_path, capsys):
     with Fleet(devices_for(spec)) as fleet:  # one simulated exporter per GPU node
         fleet.inject_xid("h200-1", 3, 79)
         fleet.inject_ecc("l4-2", 1, double_bit=2)
-        report = tmp_path / "m.json"
+        report = tmp_path / "verify.json"
         urls = [a for url in fleet.urls.values() for a in ("--metrics-url", url)]
         code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), *urls,
-                           "--json", str(report)])
+                           "--out-dir", str(tmp_path)])
         capsys.readouterr()
         data = json.loads(report.read_text())
     bad = {(r["check"], r["subject"]): r["actual"] for r in data["results"] if r["verdict"] == "fail"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -17,10 +19,10 @@ def tree(root):
 
 
 def test_render_twice_is_byte_identical(tmp_path, local_inventory, capsys):
-    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "a")]) == 0
-    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "b")]) == 0
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(tmp_path / "a")]) == 0
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(tmp_path / "b")]) == 0
     assert tree(tmp_path / "a") == tree(tmp_path / "b")
-    assert entrypoint(["render", "-i", str(local_inventory), "-o", str(tmp_path / "a")]) == 0
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(tmp_path / "a")]) == 0
     assert "(no changes)" in capsys.readouterr().out
 
 
@@ -87,7 +89,7 @@ def test_removed_objects_are_reported(tmp_path, local_inventory):
 def test_invalid_spec_writes_nothing(tmp_path, write_spec, base):
     base["nodePools"][0]["gpu"]["model"] = "nope"
     out = tmp_path / "out"
-    assert entrypoint(["render", "-i", str(write_spec(base)), "-o", str(out)]) == 2
+    assert entrypoint(["render", "-i", str(write_spec(base)), "--out-dir", str(out)]) == 2
     assert not out.exists()
 
 
@@ -109,3 +111,79 @@ def test_a_users_file_where_the_bundle_writes_refuses_before_writing(tmp_path, l
     with pytest.raises(InputError, match=r"kustomization\.yaml would be overwritten but the bundle did not write"):
         bundle.write(render(load_spec(local_inventory)), tmp_path, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kustomization.yaml"]  # nothing half-written
+
+
+# -- the manifest is untrusted input (bundles live in Git): a bad one changes nothing -------------------
+
+
+@pytest.fixture
+def rendered(local_inventory):
+    return render(load_spec(local_inventory))
+
+
+@pytest.fixture
+def bundle_dir(tmp_path, rendered):
+    """A rendered bundle, a file of the user's in it, and a file of the user's next to it."""
+    out = tmp_path / "out"
+    bundle.write(rendered, out)
+    (out / "notes.txt").write_text("mine")
+    (tmp_path / "victim.txt").write_text("outside")
+    return out
+
+
+def _with(out, entries):
+    """The bundle's own manifest plus ``entries``: every real file stays listed, so only the entry is wrong."""
+    doc = json.loads((out / bundle.MARKER).read_text())
+    return json.dumps({**doc, "files": {**doc["files"], **entries}})
+
+
+@pytest.mark.parametrize(("marker", "why"), [
+    (lambda out: "", "not JSON"),                                # empty: once vouched for every file
+    (lambda out: "written by gpucluster render\n", "not JSON"),  # plain text, as before manifests existed
+    (lambda out: '{"format": 1, "files": ["a.yaml"]}', "is not {"),  # files must map path -> sha256
+    (lambda out: '{"format": 2, "files": {}}', "is not {"),      # a format we do not know
+    (lambda out: _with(out, {"kustomization.yaml": 5}), "where a sha256 string belongs"),
+    (lambda out: _with(out, {"../victim.txt": ""}), "not a plain path inside"),  # the file next to the folder
+    (lambda out: _with(out, {"tenants/../../victim.txt": ""}), "not a plain path inside"),
+    (lambda out: _with(out, {"./notes.txt": ""}), "not a plain path inside"),
+    (lambda out: _with(out, {"": ""}), "not a relative path"),
+    (lambda out: _with(out, {str(out.parent / "victim.txt"): ""}), "not a relative path"),  # absolute
+], ids=["empty", "plain-text", "files-a-list", "format-2", "digest-not-a-string", "dot-dot", "dot-dot-inside",
+        "dot", "empty-path", "absolute"])
+def test_a_bad_manifest_names_the_marker_and_changes_nothing(bundle_dir, rendered, marker, why):
+    (bundle_dir / bundle.MARKER).write_text(marker(bundle_dir))
+    before = tree(bundle_dir.parent)
+    with pytest.raises(InputError, match=rf"{bundle.MARKER}: not a valid gpucluster bundle manifest: .*{why}") as err:
+        bundle.write(rendered, bundle_dir)
+    assert "nothing was written or removed" in str(err.value) and "git checkout" in str(err.value)
+    assert tree(bundle_dir.parent) == before  # notes.txt and ../victim.txt included
+
+
+def test_a_manifest_entry_through_a_symlink_out_of_the_folder_is_refused(tmp_path, bundle_dir, rendered):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim.txt").write_text("outside")
+    (bundle_dir / "link").symlink_to(elsewhere)
+    (bundle_dir / bundle.MARKER).write_text(_with(bundle_dir, {"link/victim.txt": ""}))
+    with pytest.raises(InputError, match=rf"'link/victim.txt' goes through the symbolic link {bundle_dir}/link"):
+        bundle.write(rendered, bundle_dir)
+    assert (elsewhere / "victim.txt").read_text() == "outside"
+
+
+def test_a_bundle_folder_replaced_by_a_symlink_is_never_written_through(tmp_path, bundle_dir, rendered):
+    import shutil
+
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(bundle_dir / "tenants", elsewhere)
+    (bundle_dir / "tenants").symlink_to(elsewhere)
+    before = tree(elsewhere)
+    with pytest.raises(InputError, match=r"tenants/.* goes through the symbolic link .*nothing was written"):
+        bundle.write(rendered, bundle_dir)
+    assert tree(elsewhere) == before
+
+
+def test_the_cli_exits_2_naming_the_marker(bundle_dir, local_inventory, capsys):
+    (bundle_dir / bundle.MARKER).write_text("")
+    assert entrypoint(["render", "-i", str(local_inventory), "--out-dir", str(bundle_dir)]) == 2
+    assert f"{bundle_dir / bundle.MARKER}: not a valid gpucluster bundle manifest" in capsys.readouterr().err
+    assert (bundle_dir / "notes.txt").read_text() == "mine"

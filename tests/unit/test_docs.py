@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_spec_reference_is_current():
     on_disk = (REPO / "docs" / "spec-reference.md").read_text()
     assert on_disk == markdown(), \
-        "docs/spec-reference.md is stale: run `gpucluster spec-reference -o docs/spec-reference.md`"
+        "docs/spec-reference.md is stale: run `gpucluster spec-reference --out-dir docs`"
 
 
 def test_reference_names_every_top_level_key():

@@ -254,6 +254,19 @@ def test_dra_class_matches_nothing_free() -> None:
     assert why(pod("h", "team-b", claim="want-80gb"), _dra(1)).cause.cause == "schedulable"
 
 
+def test_a_selector_whose_evaluation_fails_blocks_the_request() -> None:
+    # The devices publish no profile: Kubernetes' CEL fails on them ("no such key") and the scheduler fails
+    # the allocation, so the doctor names that, not "matches none".
+    v = _dra(0)
+    v.device_classes.append({"metadata": {"name": "mig-1g"}, "spec": {"selectors": [{"cel": {
+        "expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]}})
+    v.claims.append({"metadata": {"name": "want-mig", "namespace": "team-b"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "mig-1g", "count": 1}}]}}})
+    d = why(pod("m", "team-b", claim="want-mig"), v)
+    assert d.cause.cause == "dra-selector-error"
+    assert "fails on device gpu-0 (no such key: profile" in d.cause.summary and "has(" in d.cause.fix
+
+
 def test_the_scheduler_message_is_the_answer_when_no_rule_explains_it() -> None:
     p = pod("x", gpus=1)
     msg = "0/5 nodes are available: 2 Insufficient cpu."

@@ -8,14 +8,17 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from testkit import find as at
+from testkit import problems
 
-from gpucluster import devices, expected, quarantine
+from gpucluster import expected, quarantine, upstream
 from gpucluster.cost import dra as dra_cost
 from gpucluster.cost.report import compute
-from gpucluster.errors import InputError, SpecError
+from gpucluster.errors import InputError
 from gpucluster.render import dra_driver, nodes, tenants
 from gpucluster.spec import features, load_spec
-from gpucluster.spec.validate import used_features, validate
+from gpucluster.spec.validate import validate
+from gpucluster.spec.validate.kubernetes import used_features
 from gpucluster.verify import cluster, dra_claims
 from gpucluster.verify.snapshot import Snapshot
 
@@ -30,18 +33,6 @@ def dra_spec():
 @pytest.fixture
 def spec(dra_spec):
     return dra_spec.model_copy(deep=True)
-
-
-def problems(write_spec, data) -> list:
-    with pytest.raises(SpecError) as info:
-        load_spec(write_spec(data))
-    return info.value.problems
-
-
-def at(probs, path: str):
-    hits = [p for p in probs if p.path == path]
-    assert hits, f"no problem at {path}; got {[str(p) for p in probs]}"
-    return hits[0]
 
 
 @pytest.fixture
@@ -141,9 +132,9 @@ def test_quota_on_a_class_that_does_not_exist(write_spec, dra_base):
 
 
 def test_a_class_validation_cannot_evaluate_is_not_passed_silently(spec):
-    spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].productName.matches('H1.*')"]
+    spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].productName.find('H1') != ''"]
     [w] = [p for p in validate(spec) if p.path == "dra.deviceClasses[0].selector.cel"]
-    assert w.severity == "warning" and "not checked" in w.message and "outside the subset" in w.message
+    assert w.severity == "warning" and "not checked" in w.message and "outside what gpucluster evaluates" in w.message
     # an attribute no spec can predict (a GPU's uuid): a warning too, never "matches nothing"
     spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].uuid == 'GPU-1'"]
     [w] = [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
@@ -152,6 +143,25 @@ def test_a_class_validation_cannot_evaluate_is_not_passed_silently(spec):
     spec.dra.device_classes[0].selector.cel = ["device.attributes['gpu.nvidia.com'].brand == 'Nvidia'",
                                                "device.attributes['gpu.nvidia.com'].driverVersion.compareTo("
                                                "semver('580.0.0')) >= 0"]
+    assert not [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    # whole GPUs publish no profile: Kubernetes' evaluation fails on them ("no such key")
+    ("device.attributes['gpu.nvidia.com'].profile != ''", "no such key: profile"),
+    # a string compared with a number by order: no such overload at run time
+    ("device.attributes['gpu.nvidia.com'].productName > 1", "No matching overloads found : _>_(string, int64)"),
+    # refused by the type checker, as the API server refuses it
+    ("device.driver == 1", "does not compile"),
+])
+def test_a_class_kubernetes_cannot_evaluate_is_an_error(spec, extra, why):
+    spec.dra.device_classes[0].selector.cel = [extra]
+    [e] = [p for p in validate(spec) if p.path == "dra.deviceClasses[0].selector"]
+    assert e.severity == "error" and why in e.message and "has(" in e.hint
+
+
+def test_a_guarded_optional_attribute_is_evaluated(spec):
+    spec.dra.device_classes[0].selector.cel = ["!has(device.attributes['gpu.nvidia.com'].profile)"]
     assert not [p for p in validate(spec) if p.path.startswith("dra.deviceClasses[0]")]
 
 
@@ -165,7 +175,7 @@ def test_the_extended_class_selects_only_the_opted_in_pools(spec, local):
     assert local.dra.enabled and not any(p.extended_resource for p in local.node_pools)
     assert dra_driver.extended_class(local)["spec"]["selectors"][0]["cel"]["expression"].endswith("&& false")
     # the class wins a same-second tie against the chart's (fact extended-resource-class-newest-wins)
-    assert devices.DRA_EXTENDED_CLASS < "gpu.nvidia.com"
+    assert upstream.DRA_EXTENDED_CLASS < "gpu.nvidia.com"
 
 
 def test_dynamic_mig_turns_the_driver_gate_on_and_keeps_the_mig_manager_off(spec, local):

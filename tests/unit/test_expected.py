@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from gpucluster import devices, expected
+import pytest
+from testkit import pool
 
-
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
+from gpucluster import devices, expected, upstream
 
 
 def test_l4_time_sliced_host_expects_16_gpus(local):
@@ -63,7 +56,7 @@ def test_dra_devices_for_mig_pool(local):
     assert {d.name for d in devs} == {"gpu-0-mig-1g10gb", "gpu-1-mig-1g10gb"}  # + -<profile id>-<start>
     assert devs[0].profile == "1g.10gb" and devs[0].starts == (0, 1, 2, 3, 4, 5, 6) and devs[0].slices == 1
     assert devs[0].memory_bytes == 9856 * 2**20
-    assert devices.mig_name_part("1g.10gb+me") == "1g10gb-me"
+    assert upstream.mig_name_part("1g.10gb+me") == "1g10gb-me"
 
 
 def test_rdma_hosts_expect_the_nic_labels_and_every_resource_name(lab):
@@ -86,3 +79,22 @@ def test_rdma_hosts_expect_the_nic_labels_and_every_resource_name(lab):
     s = expected.host_states(lab)
     assert not [k for k in s["gpu-h100-01"].resources if k.startswith("rdma/")]
     assert L.MOFED_WAIT not in s["gpu-h100-01"].labels
+
+
+@pytest.mark.parametrize(("mode", "replicas", "shared"), [
+    ("time-slicing", 4, True),
+    ("mps", 2, True),
+    ("time-slicing", 1, False),  # one replica: the plugin hands the GPU out whole
+    ("time-slicing", None, False),
+    ("exclusive", 4, False),
+    ("mig", None, False),
+])
+def test_one_rule_says_whether_a_gpu_is_shared(mode, replicas, shared):
+    assert upstream.shares_gpus(mode, replicas) is shared
+
+
+def test_a_pool_shares_its_gpus_only_through_the_device_plugin(local):
+    l4 = pool(local, "l4-infer")
+    assert l4.sharing.mode.value == "time-slicing" and l4.shares_gpus
+    l4.device_plugin, l4.dra = False, True  # the same settings on a DRA pool share nothing
+    assert not l4.shares_gpus

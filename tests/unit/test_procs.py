@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,125 @@ def test_wait_exited_does_not_wait_for_a_live_process_that_is_not_a_zombie() -> 
         assert procs.wait_exited(proc.pid, timeout=0)
         assert proc.poll() is None
         proc.stdin.close()  # type: ignore[union-attr]
+
+
+# -- which process is ours: pid, start time and executable, never a substring of the state dir ----------
+
+SLEEPER = "import time; time.sleep(120)"
+
+
+@pytest.fixture
+def started():
+    """Processes a test spawns (records), stopped by pid at the end while still ours."""
+    comps: list[procs.Component] = []
+    yield comps
+    for comp in comps:
+        if comp.ours():
+            procs.stop(comp.pid, grace=2)
+
+
+def _spawn(started, binary: Path, world: Path, *args: str) -> procs.Component:
+    comp = procs.spawn("etcd", binary, ["-c", SLEEPER, *args], world / "logs" / "etcd.log")
+    started.append(comp)
+    return comp
+
+
+def test_spawn_records_the_start_time_and_executable(tmp_path: Path, started) -> None:
+    comp = _spawn(started, Path(sys.executable), tmp_path)
+    assert comp.exe == os.path.realpath(sys.executable)
+    ticks = os.sysconf("SC_CLK_TCK")
+    boot = float(next(line.split()[1] for line in Path("/proc/stat").read_text().splitlines()
+                      if line.startswith("btime ")))
+    assert abs(boot + comp.start_time / ticks - comp.started_at) < 5  # started just now
+    assert comp.ours()
+
+
+def test_the_world_in_x_w_never_stops_the_world_in_x_w2(tmp_path: Path, monkeypatch, started) -> None:
+    from gpucluster import ownership
+    from gpucluster.local import world as world_mod
+    from gpucluster.local.state import State
+
+    fake = tmp_path / "bin" / "etcd"  # named as the component, runs Python: a real process that sleeps
+    fake.parent.mkdir()
+    fake.symlink_to(sys.executable)
+    monkeypatch.setattr(world_mod, "locate", lambda name: fake if name == "etcd" else None)
+    recorded, leftover = {}, {}
+    for name in ("w", "w2"):
+        folder = ownership.claim(tmp_path / "x" / name, world_mod.FOLDER)
+        recorded[name] = _spawn(started, fake, folder, f"--data-dir={folder}/etcd-data")
+        State(dir=folder, ports={"etcd": 1}, components={"etcd": recorded[name]}).save()
+        # and one its state.json no longer lists (a crashed run): found by executable and command line
+        leftover[name] = _spawn(started, fake, folder, f"--cert-file={folder}/pki/etcd.crt")
+    assert procs.find_leftovers(tmp_path / "x" / "w", [fake], under=world_mod.OWNED) == sorted(
+        [recorded["w"].pid, leftover["w"].pid])
+    assert world_mod.World(tmp_path / "x" / "w").down() == ["etcd", f"pid {leftover['w'].pid}"]
+    assert not recorded["w"].ours() and not leftover["w"].ours()
+    assert recorded["w2"].ours() and leftover["w2"].ours(), "stopping /x/w stopped a process of /x/w2"
+
+
+def test_leftovers_count_paths_below_the_worlds_own_names_only(tmp_path: Path, started) -> None:
+    nested = tmp_path / "w" / "projects" / "w"  # another world kept in a folder of the first
+    comp = _spawn(started, Path(sys.executable), tmp_path, f"--data-dir={nested}/etcd-data")
+    python = Path(sys.executable)
+    assert comp.pid in procs.find_leftovers(tmp_path / "w", [python])
+    assert comp.pid not in procs.find_leftovers(tmp_path / "w", [python], under=("etcd-data", "pki"))
+    assert comp.pid in procs.find_leftovers(nested, [python], under=("etcd-data", "pki"))
+    assert comp.pid not in procs.find_leftovers(tmp_path / "w", [Path("/bin/sh")])  # another executable
+
+
+def test_a_reused_pid_is_not_ours(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from gpucluster import ownership
+    from gpucluster.local.state import State
+    from gpucluster.local.world import FOLDER, World
+
+    stranger = subprocess.Popen(["sleep", "120"])
+    try:
+        found = procs.identity(stranger.pid)
+        assert found is not None
+        start, exe = found
+        record = procs.Component("etcd", stranger.pid, exe, ["120"], "", time.time(), start_time=start, exe=exe)
+        assert record.ours()
+        # the process we recorded ended and its pid went to another one: another start time
+        reused = replace(record, start_time=start + 1)
+        assert not reused.ours()
+        assert not replace(record, exe="/opt/gpucluster/etcd").ours()  # same start, another program
+        ownership.claim(tmp_path, FOLDER)
+        State(dir=tmp_path, ports={"etcd": 1}, components={"etcd": reused}).save()
+        assert World(tmp_path).down() == []
+        assert stranger.poll() is None, "a process that is not ours was stopped"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_a_record_of_an_earlier_version_is_matched_by_command_line_executable_and_start(tmp_path: Path) -> None:
+    import json
+    import shutil
+    from dataclasses import replace
+
+    from gpucluster.local.state import State
+
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    proc = subprocess.Popen([sleep, "120"])
+    try:
+        # state.json as written before start_time and exe were kept
+        State(dir=tmp_path, ports={}, components={"etcd": procs.Component("etcd", proc.pid, sleep, ["120"], "",
+                                                                          time.time())}).save()
+        data = json.loads((tmp_path / "state.json").read_text())
+        for comp in data["components"].values():
+            del comp["start_time"], comp["exe"]
+        (tmp_path / "state.json").write_text(json.dumps(data))
+        state = State.load(tmp_path)
+        assert state is not None
+        old = state.components["etcd"]
+        assert (old.start_time, old.exe) == (0, "")
+        assert old.ours()
+        assert not replace(old, started_at=time.time() - 3600).ours()  # it started after the record: a reused pid
+        assert not replace(old, args=["60"]).ours()
+        assert not replace(old, binary="/bin/true").ours()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -281,10 +281,11 @@ def test_engine_without_binaries_says_how_to_build_them(tmp_path, monkeypatch):
 
 
 def test_down_with_no_local_world_running_only_drops_stale_state(tmp_path):
-    from gpucluster.flow import run_down
+    from gpucluster import ownership
+    from gpucluster.flow import STACK_STATE, run_down
 
-    state = tmp_path / "stacks"
-    (state / "backend").mkdir(parents=True)
+    state = ownership.claim(tmp_path / "stacks", STACK_STATE)  # a stack state folder gpucluster made
+    (state / "backend").mkdir()
     report = run_down(REPO / "inventories" / "local", state_dir=state, world_dir=tmp_path / "world", quiet=True)
     assert not (state / "backend").exists() and not report.stacks  # the folder stays: it holds the lock
     assert "nothing to destroy" in report.notes[0]

@@ -9,22 +9,10 @@ broadcast address, skip blocks entirely inside an exclusion, and skip the gatewa
 from __future__ import annotations
 
 import pytest
+from testkit import find, problems
 
-from gpucluster.errors import SpecError
 from gpucluster.spec import load_spec, networks, warnings_of
 from gpucluster.spec.model import SecondaryNetwork
-
-
-def problems(write_spec, spec) -> list:
-    with pytest.raises(SpecError) as info:
-        load_spec(write_spec(spec))
-    return info.value.problems
-
-
-def find(probs, path: str):
-    hits = [p for p in probs if p.path == path]
-    assert hits, f"no problem at {path}; got {[str(p) for p in probs]}"
-    return hits[0]
 
 
 @pytest.fixture

@@ -3,21 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from testkit import find, problems
 
-from gpucluster.errors import SpecError
 from gpucluster.spec import load_spec, warnings_of
-
-
-def problems(write_spec, spec) -> list:
-    with pytest.raises(SpecError) as info:
-        load_spec(write_spec(spec))
-    return info.value.problems
-
-
-def find(probs, path: str):
-    hits = [p for p in probs if p.path == path]
-    assert hits, f"no problem at {path}; got {[str(p) for p in probs]}"
-    return hits[0]
 
 
 def test_base_spec_is_valid(write_spec, base):
@@ -222,7 +210,7 @@ def test_secondary_network_overlapping_pod_subnet(write_spec, base):
 
 
 @pytest.mark.parametrize("taint, text", [
-    ("nvidia.com/gpu=present", "must look like key=value:NoSchedule"),
+    ("nvidia.com/gpu=present", "is not a taint"),
     ("nvidia.com/gpu=present:Sometimes", "NoSchedule"),
 ])
 def test_malformed_taints(write_spec, base, taint, text):
@@ -405,6 +393,16 @@ def test_privileged_tenant_and_cdi_off_are_warnings(write_spec, base):
     assert "every GPU of the node" in warns["tenants[0].podSecurity"].message
     assert "NVIDIA_VISIBLE_DEVICES" in warns["gpuOperator.cdi"].message
     assert "cdi: true" in warns["gpuOperator.cdi"].hint
+
+
+def test_warnings_stay_with_the_spec_and_out_of_its_data(write_spec, base):
+    base["tenants"][0]["podSecurity"] = "privileged"
+    spec = load_spec(write_spec(base))
+    assert [w.path for w in spec.warnings] == ["tenants[0].podSecurity"]
+    assert [w.path for w in spec.model_copy(deep=True).warnings] == ["tenants[0].podSecurity"]  # tests copy specs
+    assert "warnings" not in str(spec.model_dump(by_alias=True))  # never a key of the spec itself
+    del base["tenants"][0]["podSecurity"]
+    assert load_spec(write_spec(base)).warnings == []
 
 
 @pytest.mark.parametrize("version", ["~26.3", "26.x", "latest", ">=1.0.0", ""])

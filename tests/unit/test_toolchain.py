@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -302,3 +303,29 @@ def test_pause_without_a_c_compiler_is_one_clear_error(env: Path, monkeypatch: p
     monkeypatch.setenv("CC", "no-such-cc")
     with pytest.raises(GoMissing, match=r"no C compiler \(no-such-cc\) found: pause is Kubernetes' pause.c"):
         core.ensure(["pause"], progress=False)
+
+
+# A fake controller-gen: logs its folder and arguments, writes one CRD into output:crd:dir.
+FAKE_CONTROLLER_GEN = """#!/bin/sh
+echo "$PWD $@" >> "$CG_LOG"
+for a in "$@"; do
+  case "$a" in output:crd:dir=*) echo "kind: CustomResourceDefinition" > "${a#output:crd:dir=}/x.yaml";; esac
+done
+"""
+
+
+@pytest.mark.parametrize("name", [t.name for t in TOOLS.values() if t.kind == "crds"])
+def test_each_crd_tool_runs_controller_gen_over_its_own_packages_in_its_own_module(
+        env: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    tool = TOOLS[name]
+    monkeypatch.setenv("CG_LOG", str(env / "cg.log"))
+    out = env / "out"
+    out.mkdir()
+    gobuild.generate_crds(_script(env / "controller-gen", FAKE_CONTROLLER_GEN), tool, out, env / "build.log")
+    folder, *args = (env / "cg.log").read_text().split()
+    assert folder == str(gobuild.wrappers_root() / tool.module)
+    assert args[0] == tool.crd_options and [a.removeprefix("paths=") for a in args[1:-1]] == list(tool.crd_packages)
+    # every package comes from a module the wrapper requires (go.sum pins it)
+    gomod = (gobuild.wrappers_root() / tool.module / "go.mod").read_text()
+    required = re.findall(r"^(?:require )?\t?(\S+) v\S+", gomod, re.M)
+    assert all(any(pkg.startswith(mod + "/") for mod in required) for pkg in tool.crd_packages), required

@@ -20,9 +20,25 @@ def named(name: str) -> bool:
     return any(re.search(rf"`{re.escape(name)}`", cell) for cell in first_cells())
 
 
+def rows() -> list[list[str]]:
+    return [[cell.strip() for cell in line.split("|")[1:-1]] for line in DOC.read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("|--")]
+
+
 def test_every_pinned_chart_has_a_row() -> None:
     missing = [c.chart.name for c in components.with_charts() if c.chart and not named(c.chart.name)]
     assert missing == [], f"docs/upstream.md lacks rows for charts {missing}"
+
+
+def test_each_charts_row_names_the_version_the_registry_pins() -> None:
+    # The "pinned" column is the version the chart's facts were read at: a bump re-reads them and this row.
+    wrong = []
+    for c in components.with_charts():
+        assert c.chart is not None
+        (row,) = [r for r in rows() if r[0].startswith(f"`{c.chart.name}`")]
+        if not row[1].startswith(c.chart.version):
+            wrong.append(f"{c.chart.name}: {row[1]!r}, registry {c.chart.version}")
+    assert wrong == [], f"docs/upstream.md names other versions than src/gpucluster/components.py: {wrong}"
 
 
 def test_every_tool_has_a_row() -> None:

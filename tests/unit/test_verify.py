@@ -161,6 +161,13 @@ def class_matches_nothing(s):
     dc["spec"]["selectors"][0]["cel"]["expression"] = expr.replace("quantity('80G')", "quantity('1000Gi')")
 
 
+def class_fails_on_a_device(s):
+    # A deployed selector that reads an attribute whole GPUs lack, without testing the type first: the
+    # scheduler's evaluation fails on them (a CEL runtime error), so the class is broken, not "matching".
+    dc = next(d for d in s.device_classes if d["metadata"]["name"] == "gpu-80gb")
+    dc["spec"]["selectors"][0]["cel"]["expression"] = "device.attributes['gpu.nvidia.com'].profile != ''"
+
+
 def gpu_condition(s):
     conditions = node(s, "h200-1")["status"]["conditions"]
     next(c for c in conditions if c["type"] == "GpuUnhealthy").update(status="True", message="XID 79")
@@ -356,6 +363,7 @@ FAULTS = {
     "wrong-product": (wrong_product, {("node-labels", "h200-1")}),
     "quota-deleted": (delete_quota, {("tenant-quota", "tenants/inference")}),
     "class-matches-nothing": (class_matches_nothing, {("deviceclass-matches", "deviceclass/gpu-80gb")}),
+    "class-fails-on-a-device": (class_fails_on_a_device, {("deviceclass-matches", "deviceclass/gpu-80gb")}),
     "gpu-condition": (gpu_condition, {("gpu-health", "h200-1")}),
     # a changed sharing config changes what the nodes advertise *and* their replicas label
     "replicas-changed": (replicas_changed, {(c, n) for c in ("node-capacity", "node-allocatable", "node-labels")
@@ -450,8 +458,18 @@ def test_cel_subset():
                                                                 "type": {"string": "gpu"}}})
     assert not cel.matches(names, "gpu.nvidia.com", dev)
     assert not cel.matches(cel.compile_expr("device.driver == 'gpu.nvidia.com' && false"), "gpu.nvidia.com", dev)
+    assert cel.matches(cel.compile_expr("size(device.attributes['gpu.nvidia.com'].productName) > 2"),
+                       "gpu.nvidia.com", dev)
+    # a missing attribute fails the evaluation, as it fails the scheduler's allocation: never "no match"
+    missing = cel.compile_expr("device.attributes['gpu.nvidia.com'].profile == '1g.10gb'")
+    assert cel.evaluate(missing, "gpu.nvidia.com", dev).verdict == "error"
+    with pytest.raises(cel.SelectorFailed, match="no such key: profile"):
+        cel.matches(missing, "gpu.nvidia.com", dev)
+    with pytest.raises(cel.CompileError, match="undefined field 'foo'"):
+        cel.compile_expr("device.foo == 1")
     with pytest.raises(cel.Unsupported):
-        cel.compile_expr("size(device.attributes['x'].foo) > 2")
+        cel.compile_expr("isURL(device.attributes['gpu.nvidia.com'].productName)")
+
 
 
 def test_reports(spec):
@@ -527,7 +545,7 @@ def test_an_unreachable_host_fails_host_reachable(monkeypatch, tmp_path, cli, lo
     monkeypatch.setattr(verify_cluster, "fetch", lambda *a, **k: perfect(spec))
     monkeypatch.setattr(watchdog, "live_rows", lambda *a, **k: [])  # no change in progress to follow
 
-    def refuse(host, mode):
+    def refuse(host, mode, target=None):
         raise ConnectionRefusedError(f"ssh to {host.address}: connection refused")
 
     monkeypatch.setattr(hosts, "connect", refuse)

@@ -44,6 +44,16 @@ version = 3
 [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]
   BinaryName = "/usr/bin/nvidia-container-runtime"
 """
+def rdma_ports(ports: dict[str, tuple[str, str]]) -> Out:
+    """What the RDMA check's one command prints: per interface, its port's state and link layer files."""
+    lines = []
+    for i, (ifname, (state, layer)) in enumerate(ports.items()):
+        base = f"/sys/class/net/{ifname}/device/infiniband/mlx5_{i}/ports/1"
+        lines += [f"{base}/state:{state}", f"{base}/link_layer:{layer}"]
+    return Out(0 if lines else 2, "\n".join(lines) + "\n" if lines else "")
+
+
+LAB_IB = ("ibp24s0", "ibp64s0", "ibp79s0", "ibp94s0")  # inventories/lab's h100-train interfaces
 GPU_ON_THE_BUS = {"/sys/bus/pci/devices": Out(0, "0x8086\n0x10de\n0x10de\n0x15b3\n"),
                   "test -e /dev/nvidia0": Out(0), "'^nvidia'": Out(0)}
 
@@ -69,11 +79,14 @@ class FakeHost:
             "nvidia-smi --query-gpu": Out(0, "NVIDIA H200\n" * 8),
             "command -v kubelet": Out(0, "/usr/bin/kubelet"),
             "is-active kubelet": Out(0, "active"),
-            "/device/infiniband": Out(0, "4: ACTIVE\n4: ACTIVE\nInfiniBand\nInfiniBand\n"),
+            "/device/infiniband": rdma_ports({i: ("4: ACTIVE", "InfiniBand") for i in LAB_IB}),
         }
         self.answers.update(overrides)
 
+        self.commands: list[str] = []
+
     def run(self, cmd: str) -> Out:
+        self.commands.append(cmd)
         for key, out in self.answers.items():
             if key in cmd:
                 return out
@@ -153,11 +166,30 @@ def test_rdma_ports_are_compared_with_the_spec(lab):
     good = {r.subject: r.verdict for r in host_checks(lab, lab.host(host), FakeHost(**GPU_ON_THE_BUS))
             if r.check == "host-rdma"}
     assert good == {f"{host}/{i}": Verdict.passed for i in ifaces}
-    down = FakeHost(**GPU_ON_THE_BUS, **{"/device/infiniband": Out(0, "1: DOWN\nInfiniBand\n")})
-    assert {r.verdict for r in host_checks(lab, lab.host(host), down) if r.check == "host-rdma"} == {Verdict.failed}
-    roce = FakeHost(**GPU_ON_THE_BUS, **{"/device/infiniband": Out(0, "4: ACTIVE\nEthernet\n")})
-    assert {r.verdict for r in host_checks(lab, lab.host(host), roce) if r.check == "host-rdma"} == {Verdict.failed}
-    gone = FakeHost(**GPU_ON_THE_BUS, **{"/device/infiniband": Out(1)})
+    assert tuple(ifaces) == LAB_IB
+
+    def verdicts_with(ports: dict[str, tuple[str, str]]) -> dict[str, Verdict]:
+        fake = FakeHost(**GPU_ON_THE_BUS, **{"/device/infiniband": rdma_ports(ports)})
+        return {r.subject: r.verdict for r in host_checks(lab, lab.host(host), fake) if r.check == "host-rdma"}
+
+    up = {i: ("4: ACTIVE", "InfiniBand") for i in ifaces}
+    # one faulty interface fails alone: its port down, RoCE where the spec says InfiniBand, no RDMA device
+    for fault in ({ifaces[1]: ("1: DOWN", "InfiniBand")}, {ifaces[1]: ("4: ACTIVE", "Ethernet")}):
+        assert verdicts_with({**up, **fault}) == {**good, f"{host}/{ifaces[1]}": Verdict.failed}
+    assert verdicts_with({i: p for i, p in up.items() if i != ifaces[1]}) == \
+        {**good, f"{host}/{ifaces[1]}": Verdict.failed}
+    gone = FakeHost(**GPU_ON_THE_BUS, **{"/device/infiniband": Out(2)})
     assert {r.verdict for r in host_checks(lab, lab.host(host), gone) if r.check == "host-rdma"} == {Verdict.failed}
     no_nic = FakeHost(**{"/sys/bus/pci/devices": Out(0, "0x8086\n")})
     assert {r.verdict for r in host_checks(lab, lab.host(host), no_nic) if r.check == "host-rdma"} == {Verdict.skipped}
+
+
+def test_no_spec_value_reaches_a_remote_command(lab):
+    # ssh hands each command to the host's login shell: the commands are constants, the spec's interface
+    # names are picked from what the one RDMA command prints.
+    host = next(h for h, p in lab.pools_by_host().items() if p.rdma)
+    fake = FakeHost(**GPU_ON_THE_BUS)
+    list(host_checks(lab, lab.host(host), fake))
+    names = {host, *lab.pool_of(host).rdma.interfaces, lab.host(host).address}
+    assert any("/device/infiniband" in cmd for cmd in fake.commands)
+    assert not [(cmd, n) for cmd in fake.commands for n in names if n in cmd]

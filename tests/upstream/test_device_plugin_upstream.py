@@ -22,6 +22,7 @@ import shutil
 import subprocess
 
 import pytest
+from upstream_facts import fact
 
 from gpucluster import versions
 from gpucluster.render.gpu_operator import DEFAULT_KEY, device_plugin_config, dump
@@ -134,7 +135,7 @@ def test_every_device_plugin_pool_advertises_what_the_spec_asks(oracle: Oracle, 
                     assert labels[f"nvidia.com/mig-{profile}.count"] == str(n * pool.gpu.count), (pool.name, profile)
 
 
-def test_mps_pool_under_mixed_strategy_is_refused_by_upstream(oracle: Oracle, specs, fact) -> None:
+def test_mps_pool_under_mixed_strategy_is_refused_by_upstream(oracle: Oracle, specs) -> None:
     spec = specs["local"]
     assert spec.gpu_operator.mig_strategy == "mixed"
     pool = next(p for p in spec.node_pools if p.name == "l4-infer")
@@ -182,7 +183,7 @@ def test_nvml_mig_tables_name_as_go_nvlib_does(oracle: Oracle, model: str) -> No
         assert answer.labels[f"nvidia.com/mig-{name.replace('+', '.')}.count"] == "1", name
 
 
-def test_the_tool_runs_the_pinned_release(oracle: Oracle, fact) -> None:
+def test_the_tool_runs_the_pinned_release(oracle: Oracle) -> None:
     out = subprocess.run([str(oracle.binary), "version"], capture_output=True, text=True, check=True).stdout
     pinned = fact("device-plugin", "operator-bundled-device-plugin-version")
     assert versions.K8S_DEVICE_PLUGIN == pinned

@@ -168,11 +168,12 @@ def test_ampere_is_partitioned_only_with_mig_mode_on_and_then_without_its_whole_
     assert on[0]["sharedCounters"][0]["name"] == "gpu-0-counter-set"
 
 
-def test_the_expectation_sides_dra_constants_are_the_facts() -> None:
-    from gpucluster import devices
+def test_the_shared_dra_names_are_the_facts() -> None:
+    # gpucluster.upstream: the names the render side, validation and verification all use.
+    from gpucluster import upstream
 
-    assert devices.DRA_DRIVER == fact("dra-driver", "driver-name-gpu")
-    assert devices.DRA_BRAND == fact("dra-driver", "brand-value-nvidia")
-    assert devices.counter_set_name(3) == fact("dra-driver", "dynamic-mig-counter-set-name").replace("<minor>", "3")
-    assert set(devices.MIG_TOGGLE_ARCHITECTURES) == {fact("dra-driver", "architecture-values")[a]
-                                                     for a in ("Hopper", "Blackwell")}
+    assert upstream.DRA_DRIVER == fact("dra-driver", "driver-name-gpu")
+    assert upstream.DRA_BRAND == fact("dra-driver", "brand-value-nvidia")
+    assert upstream.counter_set_name(3) == fact("dra-driver", "dynamic-mig-counter-set-name").replace("<minor>", "3")
+    assert set(upstream.MIG_TOGGLE_ARCHITECTURES) == {fact("dra-driver", "architecture-values")[a]
+                                                      for a in ("Hopper", "Blackwell")}

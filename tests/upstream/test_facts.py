@@ -4,16 +4,21 @@ version gpucluster pins today (a bump must re-read upstream)."""
 from __future__ import annotations
 
 import pytest
-from upstream_facts import FACTS, facts
+from upstream_facts import FACTS, chart_fact_files, facts
 
 from gpucluster import components, versions
 
 FILES = sorted(p.stem for p in FACTS.glob("*.yaml"))
 
 
+#: Fact files of what no registry row pins: the agents the charts deploy, Kubernetes, the host layer.
+AGENT_FILES = {"dcgm-exporter", "prometheus", "device-plugin", "host-config", "kubernetes"}
+
+
 def test_there_is_a_fact_file_per_upstream_component() -> None:
-    assert {"gpu-operator", "dra-driver", "dcgm-exporter", "prometheus", "network-operator", "cni", "volcano",
-            "device-plugin", "host-config"} <= set(FILES)
+    assert AGENT_FILES <= set(FILES)
+    assert set(chart_fact_files()) == {c.name for c in components.with_charts()}, \
+        "every registry row with a chart needs a fact file naming it (row: <component>), and only those"
 
 
 @pytest.mark.parametrize("component", FILES)
@@ -34,11 +39,11 @@ def test_every_fact_is_cited_to_a_line_of_a_pinned_source(component: str) -> Non
     assert bad == [], f"{component}: facts without a value or a full citation: {bad}"
 
 
-@pytest.mark.parametrize(("component", "row"), [("gpu-operator", "gpu-operator"), ("dra-driver", "dra-driver"),
-                                                ("volcano", "volcano"), ("network-operator", "network-operator")])
-def test_chart_facts_were_read_at_the_version_we_pin(component: str, row: str) -> None:
+@pytest.mark.parametrize("row", [c.name for c in components.with_charts()])
+def test_chart_facts_were_read_at_the_version_we_pin(row: str) -> None:
     pin = components.get(row).chart
     assert pin is not None
+    component = chart_fact_files()[row]
     assert pin.version.lstrip("v") in str(facts(component)["pinned"]), (
         f"{component}.yaml was read for {facts(component)['pinned']!r} but we pin {pin.name} {pin.version}: "
         "re-read upstream at the new tag")

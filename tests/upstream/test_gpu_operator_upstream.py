@@ -9,7 +9,7 @@ from gpucluster import catalog, components, inventory
 from gpucluster import labels as L
 from gpucluster.render import gpu_operator
 from gpucluster.render.nodes import node_config
-from gpucluster.spec import validate
+from gpucluster.spec.validate import gpu_operator as validate_gpu_operator
 
 
 def _spec(env: str):
@@ -78,7 +78,7 @@ def test_dcgm_metrics_configmap_key_is_the_one_the_operator_mounts() -> None:
 
 def test_driver_image_oses_are_the_ones_nvidia_builds() -> None:
     built = set(fact("gpu-operator", "driver-container-ci-dists"))
-    assert set(validate.DRIVER_IMAGE_OSES) <= built
+    assert set(validate_gpu_operator.DRIVER_IMAGE_OSES) <= built
     assert not any(os.startswith("debian") for os in built)
     assert fact("gpu-operator", "driver-container-no-debian-on-main") is True
 

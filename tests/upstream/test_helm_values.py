@@ -11,14 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from upstream_facts import fact, facts
+from upstream_facts import chart_fact_files, fact, facts
 
 from gpucluster import inventory
 from gpucluster.render import releases
 
 #: Release (= component) name -> fact file of its chart.
-CHART_FACTS = {"gpu-operator": "gpu-operator", "dra-driver": "dra-driver", "volcano": "volcano",
-               "network-operator": "network-operator", "pod-network": "cni"}
+CHART_FACTS = chart_fact_files()
 
 
 def flatten(values: dict[str, Any], prefix: str = "") -> list[str]:

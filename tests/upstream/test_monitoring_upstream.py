@@ -8,12 +8,11 @@ upstream source at the pinned tag). Every test here failed on the monitoring cod
 from __future__ import annotations
 
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from upstream_facts import fact
 
 from gpucluster import versions
 from gpucluster.promtext import parse
@@ -22,18 +21,7 @@ from gpucluster.simulator import ksm
 from gpucluster.simulator.dcgm import NodeExporter, devices_for, mig_instances
 from gpucluster.spec import load_spec, warnings_of
 
-FACTS = Path(__file__).resolve().parent / "facts"
 REPO = Path(__file__).resolve().parents[2]
-
-
-@cache
-def _facts(component: str) -> dict[str, Any]:
-    return yaml.safe_load((FACTS / f"{component}.yaml").read_text())["facts"]
-
-
-def fact(component: str, key: str) -> Any:
-    """The ``value`` of one fact (a KeyError names a fact that is not recorded)."""
-    return _facts(component)[key]["value"]
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ is compared with upstream too.
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from upstream_facts import fact
 
 from gpucluster import components, versions
 from gpucluster import labels as L
@@ -26,17 +26,6 @@ from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec, Rdma, SecondaryNetwork
 
 REPO = Path(__file__).resolve().parents[2]
-FACTS = Path(__file__).resolve().parent / "facts"
-
-
-@cache
-def _facts(component: str) -> dict[str, Any]:
-    return yaml.safe_load((FACTS / f"{component}.yaml").read_text())["facts"]
-
-
-def fact(component: str, name: str) -> Any:
-    """The value of one upstream fact (a KeyError names a fact that does not exist)."""
-    return _facts(component)[name]["value"]
 
 
 def netop(name: str) -> Any:

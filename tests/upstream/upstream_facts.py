@@ -27,6 +27,17 @@ def facts(component: str) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
+def chart_fact_files() -> dict[str, str]:
+    """The fact file of each registry row with a chart, by row (the file says ``row: <component>``)."""
+    out: dict[str, str] = {}
+    for path in sorted(FACTS.glob("*.yaml")):
+        row = facts(path.stem).get("row")
+        if row is not None:
+            assert row not in out, f"{path.stem}.yaml and {out[row]}.yaml both claim row {row!r}"
+            out[row] = path.stem
+    return out
+
+
 def fact(component: str, fact_id: str) -> Any:
     """The value of one cited fact."""
     found = facts(component)["facts"].get(fact_id)

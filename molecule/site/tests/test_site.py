@@ -63,6 +63,13 @@ def test_kubeadm_config_from_spec(host):
     host.run_expect([0], "kubeadm config validate --config /etc/kubernetes/kubeadm-config.yaml")
 
 
+def test_no_join_configuration_stays_on_joined_hosts(host):
+    # kubeadm-join.yaml holds a bootstrap token (and a certificate key on control planes); the role removes
+    # it once the host joined. The init host never had one; the others must have joined (kubelet.conf).
+    assert host.file("/etc/kubernetes/kubelet.conf").exists
+    assert not host.file("/etc/kubernetes/kubeadm-join.yaml").exists
+
+
 def test_kubelet_installed_enabled(host):
     assert host.check_output("kubelet --version") == f"Kubernetes v{SPEC.kubernetes.version}"
     assert host.service("kubelet").is_enabled

@@ -11,9 +11,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gpucluster import procs
 from gpucluster.local import addons
+from gpucluster.local.runtime import Launch
 from gpucluster.local.world import World
+from gpucluster.procs import Component
 from gpucluster.simulator import attach
 from gpucluster.spec.model import ClusterSpec
 
@@ -40,13 +41,17 @@ def start(world: World, spec: ClusterSpec, inventory: Path, *, say: Say, keep_cu
     say(f"✓ GPU simulator keeps the nodes current (pid {comp.pid}, log {comp.log})")
 
 
-def spawn(state_dir: Path, kubeconfig: Path, inventory: Path, interval: float = INTERVAL_S) -> procs.Component:
+def launch(state_dir: Path, kubeconfig: Path, inventory: Path, interval: float = INTERVAL_S) -> Launch:
+    """What the background process is: no port, and nothing to wait for (it syncs on its own)."""
+    return Launch(NAME, Path(sys.executable), tuple(command(kubeconfig, inventory, interval)),
+                  Path(state_dir) / "logs" / f"{NAME}.log")
+
+
+def spawn(state_dir: Path, kubeconfig: Path, inventory: Path, interval: float = INTERVAL_S) -> Component:
     """Start the background process (replacing one already running) and record it; returns its record."""
     stop(state_dir)
-    log = Path(state_dir) / "logs" / f"{NAME}.log"
-    comp = procs.spawn(NAME, Path(sys.executable), command(kubeconfig, inventory, interval), log)
-    addons.record(Path(state_dir), NAME, {NAME: comp})
-    return comp
+    started = addons.start(Path(state_dir), NAME, [[launch(state_dir, kubeconfig, inventory, interval)]], timeout=0)
+    return started[NAME]
 
 
 def stop(state_dir: Path) -> list[str]:

@@ -25,7 +25,6 @@ endpoints and the config sync) and ``prometheus``.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,8 +32,9 @@ from typing import Any
 from gpucluster import kube, procs
 from gpucluster.addons.monitoring_runtime import KSM_LABELS, KSM_PORT, KSM_PORT_NAME, Settings
 from gpucluster.errors import LocalWorldError
-from gpucluster.local import addons
+from gpucluster.local import addons, runtime
 from gpucluster.local.crds import all_crds, apply_crds
+from gpucluster.local.runtime import Launch
 from gpucluster.local.world import World
 from gpucluster.procs import Component
 from gpucluster.render import monitoring
@@ -42,7 +42,7 @@ from gpucluster.render.common import Obj, obj
 from gpucluster.simulator.silicon import silicon_of
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.toolchain import path_of
-from gpucluster.toolchain.versions import PROMTOOL
+from gpucluster.toolchain.versions import PROMETHEUS_OPERATOR_BINARY, PROMTOOL
 from gpucluster.versions import DCGM_EXPORTER, PROMETHEUS
 
 NAME = "monitoring"
@@ -144,10 +144,42 @@ def _path(o: Obj) -> str:
 
 # -- lifecycle -----------------------------------------------------------------------------------
 def running(world: World) -> bool:
-    comps = addons.load(world.dir, NAME)
-    return set(comps) == {"prometheus-operator", "monitoring-sim", "prometheus"} and all(
-        addons.alive(world.dir, c) and (not c.health_url or procs.probe(c.health_url, None)[0])
-        for c in comps.values())
+    return addons.running(world.dir, NAME, ("prometheus-operator", "monitoring-sim", "prometheus"))
+
+
+def launches(world: World, spec: ClusterSpec, settings_file: Path, ports: dict[str, int],
+             gpu_nodes: list[str]) -> list[list[Launch]]:
+    """What the three processes are, in start order: each needs the one before it.
+
+    The operator reads the world's API server with the admin credentials; the background process serves
+    the simulated endpoints and writes the operator's configuration, which Prometheus then runs with.
+    """
+    folder, logs, pki = settings_file.parent, Path(world.dir) / "logs", world.pki
+    config = folder / "prometheus.yaml"
+    base = f"http://{procs.HOST}"
+    operator = Launch(
+        "prometheus-operator", path_of("prometheus-operator"),
+        (f"--apiserver={_apiserver(world)}", f"--ca-file={pki.ca}", f"--cert-file={pki.cert('admin')}",
+         f"--key-file={pki.key('admin')}", f"--web.listen-address={procs.HOST}:{ports['operator']}",
+         f"--prometheus-instance-namespaces={spec.monitoring.namespace}", "--log-level=info"),
+        logs / "prometheus-operator.log", port=ports["operator"], health_url=f"{base}:{ports['operator']}/healthz",
+        env={"KUBECONFIG": None},  # the flags name the world; an inherited KUBECONFIG would win
+        label=f"prometheus-operator ({PROMETHEUS_OPERATOR_BINARY})")
+    written = runtime.Check(f"the operator's generated configuration (Secret prometheus-{PROMETHEUS_NAME}) "
+                            f"written to {config}", lambda: (config.is_file(), "not written yet"))
+    sim = Launch(
+        "monitoring-sim", Path(sys.executable),
+        ("-m", "gpucluster", "local", "monitoring", "run", "--settings", str(settings_file)),
+        logs / "monitoring-sim.log", port=ports["ksm"], health_url=f"{base}:{ports['ksm']}/metrics", ready=(written,),
+        label=f"simulated DCGM exporters on {len(gpu_nodes)} GPU nodes and kube-state-metrics")
+    prometheus = Launch(
+        "prometheus", path_of("prometheus"),
+        (f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
+         f"--web.listen-address={procs.HOST}:{ports['prometheus']}", "--web.enable-lifecycle",
+         "--storage.tsdb.retention.time=1d"),
+        logs / "prometheus.log", port=ports["prometheus"], health_url=f"{base}:{ports['prometheus']}/-/ready",
+        label=f"prometheus ({PROMETHEUS}, module {PROMTOOL})")
+    return [[operator], [sim], [prometheus]]
 
 
 def start(world: World, spec: ClusterSpec, inventory: Path, *, scrape_interval: str = "30s",
@@ -163,7 +195,8 @@ def start(world: World, spec: ClusterSpec, inventory: Path, *, scrape_interval: 
         say("monitoring already running; nothing changed")
         return addons.load(world.dir, NAME)
     stop(world)
-    binaries = {name: path_of(name) for name in TOOLS}  # ToolMissing says how to build them
+    for name in TOOLS:
+        path_of(name)  # ToolMissing says how to build them, before anything is installed
     docs, _ = all_crds(everything=True)
     apply_crds(world.kubeconfig, [d for d in docs if d["spec"]["group"] == "monitoring.coreos.com"])
     client = kube.Kube(world.kubeconfig)
@@ -179,52 +212,15 @@ def start(world: World, spec: ClusterSpec, inventory: Path, *, scrape_interval: 
     say(BANNER)
     folder = addons.folder(world.dir, NAME)
     gpu_nodes = sorted(n for n, s in silicon_of(spec).items() if s.model and s.count)
-    ports = _ports(["operator", "prometheus", "ksm", *gpu_nodes])
+    ports = procs.free_ports(["operator", "prometheus", "ksm", *gpu_nodes])
     settings = Settings(inventory=str(Path(inventory).resolve()), kubeconfig=str(world.kubeconfig),
                         folder=str(folder), prometheus=PROMETHEUS_NAME, namespace=spec.monitoring.namespace,
                         exporter_namespace=spec.gpu_operator.namespace, prometheus_port=ports["prometheus"],
                         ksm_port=ports["ksm"], exporter_ports={n: ports[n] for n in gpu_nodes})
     settings_file = folder / "settings.json"
     settings.save(settings_file)
-    logs = Path(world.dir) / "logs"
-    pki = world.pki
-    api = _apiserver(world)
-    comps: dict[str, Component] = {}
-    try:
-        comps["prometheus-operator"] = procs.spawn(
-            "prometheus-operator", binaries["prometheus-operator"],
-            [f"--apiserver={api}", f"--ca-file={pki.ca}", f"--cert-file={pki.cert('admin')}",
-             f"--key-file={pki.key('admin')}", f"--web.listen-address={procs.HOST}:{ports['operator']}",
-             f"--prometheus-instance-namespaces={spec.monitoring.namespace}", "--log-level=info"],
-            logs / "prometheus-operator.log", f"http://{procs.HOST}:{ports['operator']}/healthz", ports["operator"],
-            env={"KUBECONFIG": None})  # the flags name the world; an inherited KUBECONFIG would win
-        addons.record(world.dir, NAME, comps)
-        _wait(world, comps["prometheus-operator"], timeout)
-        say(f"✓ prometheus-operator (v0.85.0) healthy on {procs.HOST}:{ports['operator']}")
-        comps["monitoring-sim"] = procs.spawn(
-            "monitoring-sim", Path(sys.executable),
-            ["-m", "gpucluster", "local", "monitoring", "run", "--settings", str(settings_file)],
-            logs / "monitoring-sim.log", f"http://{procs.HOST}:{ports['ksm']}/metrics", ports["ksm"])
-        addons.record(world.dir, NAME, comps)
-        _wait(world, comps["monitoring-sim"], timeout)
-        config = folder / "prometheus.yaml"
-        _wait_for(f"the operator's generated configuration (Secret prometheus-{PROMETHEUS_NAME}) in {config}",
-                  config.is_file, comps["monitoring-sim"], world, timeout)
-        say(f"✓ simulated DCGM exporters on {len(gpu_nodes)} GPU nodes and kube-state-metrics "
-            f"(pid {comps['monitoring-sim'].pid})")
-        comps["prometheus"] = procs.spawn(
-            "prometheus", binaries["prometheus"],
-            [f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-             f"--web.listen-address={procs.HOST}:{ports['prometheus']}", "--web.enable-lifecycle",
-             "--storage.tsdb.retention.time=1d"],
-            logs / "prometheus.log", f"http://{procs.HOST}:{ports['prometheus']}/-/ready", ports["prometheus"])
-        addons.record(world.dir, NAME, comps)
-        _wait(world, comps["prometheus"], timeout)
-        say(f"✓ prometheus ({PROMETHEUS}, module {PROMTOOL}) ready on http://{procs.HOST}:{ports['prometheus']}")
-    except BaseException:
-        stop(world)
-        raise
-    return comps
+    return addons.start(world.dir, NAME, launches(world, spec, settings_file, ports, gpu_nodes), timeout=timeout,
+                        say=say)
 
 
 def url(world: World) -> str:
@@ -246,30 +242,3 @@ def _apiserver(world: World) -> str:
     if state is None:
         raise LocalWorldError(f"the local world in {world.dir} is not running")
     return f"https://{procs.HOST}:{state.ports['kube-apiserver']}"
-
-
-def _ports(names: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name in names:
-        while name not in out:
-            port = procs.free_port()
-            if port not in out.values():
-                out[name] = port
-    return out
-
-
-def _wait(world: World, comp: Component, timeout: float) -> None:
-    _wait_for(f"{comp.name} healthy ({comp.health_url})", lambda: procs.probe(comp.health_url, None)[0], comp,
-              world, timeout)
-
-
-def _wait_for(what: str, probe: Callable[[], bool], comp: Component, world: World, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if procs.gone(comp.pid):
-            raise LocalWorldError(f"{comp.name} exited while waiting for {what}; see {comp.log}\n"
-                                  f"{procs.tail(comp.log)}")
-        if probe():
-            return
-        time.sleep(0.25)
-    raise LocalWorldError(f"timed out after {timeout:.0f} s waiting for {what}; see {comp.log}\n{procs.tail(comp.log)}")

@@ -23,7 +23,7 @@ from typing import Any
 from gpucluster import inventory as inventories
 from gpucluster import kube
 from gpucluster.addons.prometheus_config import ConfigSync
-from gpucluster.errors import ClusterUnreachable
+from gpucluster.errors import ClusterError
 from gpucluster.render.monitoring import EXPORTER_LABELS, EXPORTER_PORT
 from gpucluster.simulator import ksm
 from gpucluster.simulator.dcgm_live import LiveExporters
@@ -108,7 +108,10 @@ class Runtime:
             while not stop.is_set():
                 try:
                     self.sync()
-                except (ClusterUnreachable, ValueError) as exc:  # API down, a config we cannot rewrite
+                except (ClusterError, ValueError) as exc:  # API down, a config we cannot rewrite
+                    if isinstance(exc, ClusterError) and not kube.transient(exc):
+                        log.error("sync refused, not retrying: %s", exc)  # 403/422 answer the same next time
+                        raise
                     log.warning("sync failed (will retry): %s", exc)
                 stop.wait(self.settings.interval)
         finally:

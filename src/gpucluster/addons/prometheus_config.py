@@ -24,7 +24,6 @@ import copy
 import gzip
 import json
 import logging
-import os
 import re
 import urllib.error
 import urllib.request
@@ -34,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from gpucluster import kube
+from gpucluster import atomic, kube
 
 log = logging.getLogger("gpucluster.addons.monitoring")
 
@@ -139,10 +138,5 @@ class ConfigSync:
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
-    if path.is_file() and path.read_text() == text:
-        return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return True
+    return atomic.write_if_changed(path, text)

@@ -15,38 +15,28 @@ The daemons use the world's admin kubeconfig; a real cluster gives them the char
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpucluster import procs
+from gpucluster import atomic, procs
 from gpucluster.errors import LocalWorldError
 from gpucluster.local import addons
-from gpucluster.local.crds import apply_crds
-from gpucluster.local.world import World
+from gpucluster.local.crds import apply_crds, read_generated
+from gpucluster.local.runtime import Launch
+from gpucluster.local.world import OWNED, World
 from gpucluster.procs import Component
 from gpucluster.render import volcano as render_volcano
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.toolchain import TOOLS, gobuild, locate, path_of
-from gpucluster.toolchain import cache as tool_cache
+from gpucluster.toolchain import TOOLS, ensure, locate, path_of
 
 NAME = "volcano"
 NAMES = ("vc-scheduler", "vc-controller-manager")
 #: Only what plain Volcano Jobs need; the rest (cronjob, jobflow, hypernode discovery…) stays off.
 CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
-#: Packages (in tools/volcano-crds) controller-gen reads, as volcano's own `make manifests` does.
-CRD_PACKAGES = tuple(
-    f"volcano.sh/apis/pkg/apis/{p}"
-    for p in ("batch/v1alpha1", "bus/v1alpha1", "nodeinfo/v1alpha1", "scheduling/v1beta1", "topology/v1alpha1")
-)
+#: Packages (in tools/volcano-crds) controller-gen reads, as volcano's own `make manifests` does
+#: (one list: the ``volcano-crds`` toolchain entry's).
+CRD_PACKAGES = TOOLS["volcano-crds"].crd_packages
 #: CRDs the two daemons wait for (their informers never sync without them).
 REQUIRED_CRDS = (
     "jobs.batch.volcano.sh",
@@ -62,48 +52,29 @@ Say = Callable[[str], None]
 
 # -- CRDs ------------------------------------------------------------------------------------------
 def crds_dir(*, say: Say | None = None) -> Path:
-    """The folder of generated Volcano CRDs, generating it once per user when needed.
+    """The folder of Volcano CRDs the toolchain entry ``volcano-crds`` generated (controller-gen over the
+    pinned ``volcano.sh/apis``, :func:`gpucluster.toolchain.gobuild.generate_crds`).
 
-    Uses the ``volcano-crds`` toolchain entry when it is built and holds the Volcano CRDs;
-    otherwise runs controller-gen over :data:`CRD_PACKAGES` itself into the tool cache's
-    ``generated/`` folder (written to a temporary folder first, renamed into place when complete).
+    Generated here, through that same entry, when it is not built yet but controller-gen is (a few seconds);
+    ToolMissing, saying how to build it, when neither is.
     """
-    tool = TOOLS["volcano-crds"]
-    built = locate("volcano-crds")
-    if built is not None and any(built.glob("topology.volcano.sh_hypernodes.yaml")):
-        return built
-    target = tool_cache.cache_root() / "generated" / "volcano-crds" / tool.version
-    if (target / tool_cache.MARKER).is_file():
-        return target
-    controller_gen = path_of("controller-gen")
-    go, _ = gobuild.find_go()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".volcano-crds-", dir=target.parent))
-    cmd = [str(controller_gen), "crd:crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0"]
-    cmd += [f"paths={p}" for p in CRD_PACKAGES] + [f"output:crd:dir={tmp}"]
-    if say:
-        say(f"→ generating the Volcano CRDs with controller-gen ({tool.version}) …")
-    proc = subprocess.run(cmd, cwd=gobuild.wrappers_root() / "volcano-crds", env=gobuild.go_env(go),
-                          capture_output=True, text=True, timeout=900, check=False)
-    if proc.returncode != 0 or not any(tmp.glob("*.yaml")):
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise LocalWorldError(f"controller-gen could not generate the Volcano CRDs:\n{proc.stderr[-2000:]}")
-    (tmp / tool_cache.MARKER).write_text(json.dumps({"generated_at": time.time()}))
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
-    return target
+    if locate("volcano-crds") is None and locate("controller-gen") is not None:
+        if say:
+            say(f"→ generating the Volcano CRDs with controller-gen ({TOOLS['volcano-crds'].version}) …")
+        ensure(["volcano-crds"], progress=False)
+    return path_of("volcano-crds")
 
 
 def crd_documents(*, say: Say | None = None) -> list[dict[str, Any]]:
     """The generated Volcano CRDs named in :data:`REQUIRED_CRDS`, as data."""
-    docs = []
-    for path in sorted(crds_dir(say=say).glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
+    # only what the enabled controllers and the scheduler watch (cronjobs alone is 250 kB of schema)
+    folder = crds_dir(say=say)
+    docs = read_generated(folder, REQUIRED_CRDS)
     missing = set(REQUIRED_CRDS) - {d["metadata"]["name"] for d in docs}
     if missing:
-        raise LocalWorldError(f"generated Volcano CRDs lack {sorted(missing)}; remove {crds_dir()} and retry")
-    # only what the enabled controllers and the scheduler watch (cronjobs alone is 250 kB of schema)
-    return [d for d in docs if d["metadata"]["name"] in REQUIRED_CRDS]
+        raise LocalWorldError(f"the generated Volcano CRDs in {folder} lack {sorted(missing)}; remove that folder "
+                              "and run `gpucluster tools install volcano-crds`")
+    return docs
 
 
 def install_crds(kubeconfig: Path, *, timeout: float = 120, say: Say | None = None) -> list[str]:
@@ -134,10 +105,15 @@ def _args(name: str, world: World, conf: Path, ports: dict[str, int], gates: str
 
 def running(world: World) -> bool:
     """True when both daemons recorded for ``world`` run and answer /healthz."""
-    comps = addons.load(world.dir, NAME)
-    return set(comps) == set(NAMES) and all(
-        addons.alive(world.dir, c) and procs.probe(c.health_url, None)[0] for c in comps.values()
-    )
+    return addons.running(world.dir, NAME, NAMES)
+
+
+def launches(world: World, spec: ClusterSpec, conf: Path, ports: dict[str, int]) -> list[Launch]:
+    """What the two daemons are: binaries, arguments, health URLs (both only need the API server)."""
+    gates = render_volcano.feature_gates(spec)
+    return [Launch(name, path_of(name), tuple(_args(name, world, conf, ports, gates)),
+                   Path(world.dir) / "logs" / f"{name}.log", port=ports[name],
+                   health_url=f"http://{procs.HOST}:{ports[name]}/healthz") for name in NAMES]
 
 
 def start(world: World, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | None = None) -> dict[str, Component]:
@@ -150,55 +126,22 @@ def start(world: World, spec: ClusterSpec, *, timeout: float = 90.0, say: Say | 
         say("Volcano already running; nothing changed")
         return addons.load(world.dir, NAME)
     stop(world)  # a crashed half-start: stop what is left before starting fresh
-    binaries = {name: path_of(name) for name in NAMES}  # ToolMissing says how to build them
+    for name in NAMES:
+        path_of(name)  # ToolMissing says how to build them, before anything is installed
     names = install_crds(Path(world.kubeconfig), say=say)
     say(f"✓ {len(names)} Volcano CRDs Established (generated from volcano.sh/apis)")
-    folder = addons.folder(world.dir, NAME)
-    conf = folder / "scheduler.conf"
-    conf.write_text(render_volcano.scheduler_conf_text(spec))
-    ports: dict[str, int] = {}
-    for key in (*NAMES, *(f"{n}-metrics" for n in NAMES)):
-        while key not in ports:
-            port = procs.free_port()
-            if port not in ports.values():
-                ports[key] = port
-    comps: dict[str, Component] = {}
-    try:
-        for name in NAMES:
-            t0 = time.monotonic()
-            args = _args(name, world, conf, ports, render_volcano.feature_gates(spec))
-            comp = procs.spawn(name, binaries[name], args, Path(world.dir) / "logs" / f"{name}.log",
-                               f"http://{procs.HOST}:{ports[name]}/healthz", ports[name])
-            comps[name] = comp
-            addons.record(world.dir, NAME, comps)
-            _wait_healthy(world, comp, timeout)
-            say(f"✓ {name} healthy on {procs.HOST}:{comp.port} ({time.monotonic() - t0:.1f} s)")
-    except BaseException:
-        stop(world)
-        raise
-    return comps
-
-
-def _wait_healthy(world: World, comp: Component, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        # not cmdline_matches: right after spawn /proc/<pid>/cmdline is briefly empty (mid-exec)
-        if procs.gone(comp.pid):
-            raise LocalWorldError(f"{comp.name} exited during start-up; see {comp.log}\n{procs.tail(comp.log)}")
-        ok, last = procs.probe(comp.health_url, None)
-        if ok:
-            return
-        time.sleep(0.25)
-    raise LocalWorldError(f"{comp.name} not healthy within {timeout:.0f} s ({last}); see {comp.log}\n"
-                          f"{procs.tail(comp.log)}")
+    conf = addons.folder(world.dir, NAME) / "scheduler.conf"
+    atomic.write(conf, render_volcano.scheduler_conf_text(spec))
+    ports = procs.free_ports([*NAMES, *(f"{n}-metrics" for n in NAMES)])
+    return addons.start(world.dir, NAME, [launches(world, spec, conf, ports)], timeout=timeout, say=say)
 
 
 def stop(world: World) -> list[str]:
     """Stop the daemons recorded for ``world`` (only while their pids are still ours); returns names."""
     stopped = addons.stop(world.dir, NAME)
-    # the record lost or stale: processes still started for this state dir are found by cmdline
-    for pid in procs.find_leftovers(Path(world.dir), set(NAMES)):
+    # the record lost or stale: processes of Volcano's binaries still naming this world are found in /proc
+    built = [p for p in (locate(name) for name in NAMES) if p is not None]
+    for pid in procs.find_leftovers(Path(world.dir), built, under=OWNED):
         procs.stop(pid)
         stopped.append(f"pid {pid}")
     return stopped

@@ -43,7 +43,7 @@ def _step(text: str) -> int:
 @options.inventory
 @click.option("--prometheus", "prometheus", metavar="URL", default=None,
               help="Prometheus base URL to read the gpucluster recording rules from (query_range).")
-@click.option("--snapshot", "snapshot", type=click.Path(path_type=Path), default=None,
+@click.option("--snapshot", "snapshot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Metrics snapshot file (.json or .csv, see docs/observability.md) instead of Prometheus.")
 @click.option("--start", "start", default=None, metavar="TIME",
               help="Range start: RFC 3339, unix seconds, now or -24h/-7d. Default: -24h (Prometheus), "
@@ -53,7 +53,7 @@ def _step(text: str) -> int:
 @click.option("--step", "step", default="5m", show_default=True,
               help="Prometheus query_range resolution; each point stands for one step.")
 @options.output("table", "csv", "json")
-@click.option("--save-snapshot", "save", type=click.Path(path_type=Path), default=None,
+@click.option("--save-snapshot", "save", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the data read from Prometheus as a JSON snapshot (re-run offline later).")
 @click.option("--dra", is_flag=True,
               help="Also charge the GPUs that allocated DRA claims hold now, from their allocation time (read from "

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +47,12 @@ def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | Non
     ports = {"kube-apiserver": apiserver_port} if apiserver_port else {}
     spec = inventories.load(inventory)
     world = World(state_dir, ports=ports, timeout=timeout, say=_say)
-    result = world.up(extra_tools=() if no_crds else ("kubectl", "crds"), reset=reset)
+    with world.hold():  # the whole command: a `local down` meanwhile is refused, naming this one
+        _up(world, spec, inventory, no_crds=no_crds, all_crds=all_crds, reset=reset)
+
+
+def _up(world: World, spec: Any, inventory: Path | None, *, no_crds: bool, all_crds: bool, reset: bool) -> None:
+    result = world.up(extra_tools=() if no_crds else ("crds",), reset=reset)
     if result.already_running:
         click.echo(f"already running and healthy (state: {world.dir}); nothing changed")
     elif not result.fresh:
@@ -72,7 +75,10 @@ def up(state_dir: Path | None, inventory: Path | None, apiserver_port: int | Non
 @options.local_state_dir
 @click.option("--force", is_flag=True, help="Proceed even when state.json is corrupt.")
 def down(state_dir: Path | None, force: bool) -> None:
-    """Stop every process `up` started (by pid) and remove the state."""
+    """Stop every process `up` started (by pid) and remove the files it made.
+
+    Refused while another command holds the world (a running `gpucluster up`), naming it.
+    """
     world = World(state_dir, say=_say)
     stopped = world.down(force=force)
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
@@ -164,16 +170,7 @@ def run_cmd(inventory: Path | None, state_dir: Path | None, kubeconfig: Path | N
     path = _kubeconfig(kubeconfig, state_dir)
     sim = Simulator(inventories.load(inventory), path, say=click.echo)
     click.echo(BANNER, err=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-
-    def watch_world() -> None:
-        while not stop.wait(1.0):
-            if not path.exists():
-                logging.info("kubeconfig %s is gone (world down): stopping", path)
-                stop.set()
-
-    threading.Thread(target=watch_world, daemon=True).start()
+    stop = addon_records.stop_event(path)
     try:
         sim.run(interval, stop)
     except KeyboardInterrupt:
@@ -258,8 +255,9 @@ def monitoring_up(state_dir: Path | None, inventory: Path | None, scrape_interva
     if not world.healthy():
         raise Failed(f"the local world is not running (state: {world.dir}); run `gpucluster local up` first")
     spec = inventories.load(inventory)
-    monitoring.start(world, spec, inventories.resolve(inventory), scrape_interval=scrape_interval,
-                     evaluation_interval=evaluation_interval, say=_say)
+    with world.hold():
+        monitoring.start(world, spec, inventories.resolve(inventory), scrape_interval=scrape_interval,
+                         evaluation_interval=evaluation_interval, say=_say)
     click.echo(f"Prometheus: {monitoring.url(world)}")
 
 
@@ -274,17 +272,7 @@ def monitoring_run(settings_file: Path) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings.load(settings_file)
     click.echo(DCGM_BANNER, err=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    kubeconfig = Path(settings.kubeconfig)
-
-    def watch_world() -> None:
-        while not stop.wait(1.0):
-            if not kubeconfig.exists():
-                logging.info("kubeconfig %s is gone (world down): stopping", kubeconfig)
-                stop.set()
-
-    threading.Thread(target=watch_world, daemon=True).start()
+    stop = addon_records.stop_event(Path(settings.kubeconfig))
     try:
         Runtime(settings).run(stop)
     except KeyboardInterrupt:

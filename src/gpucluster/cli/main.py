@@ -14,7 +14,7 @@ import sys
 import click
 
 from gpucluster import __version__
-from gpucluster.cli import cost, doctor, images, local, maintenance, quarantine, spec, stacks, tools, verify
+from gpucluster.cli import cost, doctor, images, init, local, maintenance, quarantine, spec, stacks, tools, verify
 from gpucluster.errors import GpuclusterError
 
 
@@ -24,8 +24,8 @@ def main() -> None:
     """Stand up and verify GPU Kubernetes clusters from one spec (inventories/<env>/cluster.yaml)."""
 
 
-for _command in (*spec.commands, *stacks.commands, verify.verify, doctor.doctor, *maintenance.commands, cost.cost,
-                 local.local, tools.tools, quarantine.quarantine, images.images):
+for _command in (init.init, *spec.commands, *stacks.commands, verify.verify, doctor.doctor, *maintenance.commands,
+                 cost.cost, local.local, tools.tools, quarantine.quarantine, images.images):
     main.add_command(_command)
 
 

@@ -4,10 +4,6 @@
 - ``--kubeconfig PATH`` and ``--context NAME``: the cluster to act on.
 - ``-o/--output FORMAT``: what is printed on stdout (``text`` unless the command says otherwise).
 - ``--out-dir PATH``: where a command writes files (a bundle, reports).
-
-Spellings of earlier releases stay as hidden aliases for one release and say so on stderr:
-``render -o PATH`` / ``--out PATH`` (now ``--out-dir``), ``verify --json/--junit FILE`` (now
-``--out-dir``), ``spec-reference -o FILE`` (now ``--out-dir``).
 """
 
 from __future__ import annotations
@@ -68,41 +64,3 @@ def output(*formats: str, default: str | None = None) -> Callable[[F], F]:
         "-o", "--output", "output", type=click.Choice(list(formats)), default=default or formats[0],
         show_default=True, help="What to print on stdout.",
     )
-
-
-class FormatOrLegacyPath(click.ParamType):
-    """``-o`` of a command whose ``-o`` used to take a path: a known format, else the old path (deprecated)."""
-
-    name = "FORMAT"
-
-    def __init__(self, formats: Sequence[str]) -> None:
-        self.formats = tuple(formats)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if value in self.formats or value is None:
-            return value
-        return Path(value)
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[" + "|".join(self.formats) + "]"
-
-
-def output_or_legacy_path(*formats: str) -> Callable[[F], F]:
-    """``-o/--output FORMAT`` where ``-o PATH`` (the spelling of earlier releases) still means ``--out-dir``."""
-    return click.option(
-        "-o", "--output", "output", type=FormatOrLegacyPath(formats), default=formats[0], show_default=True,
-        help=f"What to print on stdout: {', '.join(formats)}.",
-    )
-
-
-def resolve_out_dir(output: Any, out_dir: Path | None, legacy: Path | None, *, formats: Sequence[str],
-                    old: str) -> tuple[str, Path | None]:
-    """(format, out_dir) from the new options and an old path spelling; warns about the old one."""
-    paths = [p for p in (out_dir, legacy, output if isinstance(output, Path) else None) if p is not None]
-    if len(paths) > 1:
-        raise click.UsageError("give the output folder once, with --out-dir PATH")
-    if isinstance(output, Path) or legacy is not None:
-        click.echo(f"warning: {old} PATH is deprecated; use --out-dir PATH (the old spelling goes in the next "
-                   "release)", err=True)
-    fmt = output if isinstance(output, str) else formats[0]
-    return fmt, paths[0] if paths else None

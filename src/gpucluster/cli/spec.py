@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from gpucluster import catalog
 from gpucluster import inventory as inventories
 from gpucluster.cli import options
 from gpucluster.errors import InputError, SpecError
+
+if TYPE_CHECKING:
+    from gpucluster.deployers import GitSource
 
 
 @click.command()
@@ -43,25 +47,48 @@ def validate(inventory: Path | None, output: str) -> None:
 @click.command()
 @options.inventory
 @options.out_dir
-@options.output_or_legacy_path("text", "json")
-@click.option("--out", "legacy_out", type=click.Path(path_type=Path), default=None, hidden=True)
+@options.output("text", "json")
 @click.option("--force", is_flag=True, help="Replace a non-empty folder that holds no previous bundle.")
-def render(inventory: Path | None, out_dir: Path | None, output: object, legacy_out: Path | None,
-           force: bool) -> None:
-    """Render the GitOps bundle into --out-dir: manifests per component, kustomization, Helm values, chart lock."""
-    from gpucluster import bundle
+@click.option("--deployer", type=click.Choice(["kustomize", "flux", "argocd", "helmfile"]), default="kustomize",
+              show_default=True,
+              help="Also write what this deployer needs to install the pinned charts in the lock's order: Flux "
+                   "HelmReleases and Kustomizations (OUT/flux), Argo CD Applications with sync waves (OUT/argocd), "
+                   "or OUT/helmfile.yaml. kustomize: the bundle alone. See docs/gitops.md.")
+@click.option("--git-path", default=None, metavar="PATH",
+              help="flux, argocd: the bundle's folder relative to the root of the Git repository the deployer "
+                   "reads [default: where --out-dir lies in the Git repository that holds it].")
+@click.option("--git-url", default=None, metavar="URL",
+              help="argocd: the URL of that Git repository, as Argo CD knows it (no credentials in it).")
+@click.option("--git-revision", default=None, metavar="REV",
+              help="argocd: the revision Argo CD syncs (a branch, tag or commit) [default: HEAD].")
+@click.option("--flux-source", default=None, metavar="NAME",
+              help="flux: the GitRepository in flux-system that fetches that repository [default: flux-system, "
+                   "the one `flux bootstrap` creates].")
+def render(inventory: Path | None, out_dir: Path | None, output: str,
+           force: bool, deployer: str, git_path: str | None, git_url: str | None, git_revision: str | None,
+           flux_source: str | None) -> None:
+    """Render the GitOps bundle into --out-dir: manifests per component, kustomization, Helm values, chart lock.
+
+    With --deployer flux|argocd|helmfile, also the objects that deployer needs to install the pinned
+    charts with these values in the lock's order; `kubectl apply -k OUT` still applies the Helm-free parts.
+    """
+    from gpucluster import bundle, deployers
     from gpucluster.render import render as render_spec
 
-    fmt, out = options.resolve_out_dir(output, out_dir, legacy_out, formats=("text", "json"), old="render -o/--out")
-    if out is None:
+    if out_dir is None:
         raise click.UsageError("where should the bundle go? give --out-dir PATH")
+    fmt, out = output, out_dir
+    source = _git_source(deployer, out, git_path, git_url, git_revision, flux_source)
     started = time.perf_counter()
     spec = inventories.load(inventory)
-    changes = bundle.write(render_spec(spec), out, force=force)
+    rendered = render_spec(spec)
+    extra = deployers.files(deployer, spec, rendered, bundle.files(rendered), source)
+    changes = bundle.write(rendered, out, force=force, extra=extra)
     counts = {k: sum(1 for v in changes.values() if v == k) for k in ("created", "updated", "removed", "unchanged")}
     if fmt == "json":
-        click.echo(json.dumps({"cluster": spec.metadata.name, "outDir": str(out), "counts": counts,
-                               "changes": {p: w for p, w in changes.items() if w != "unchanged"}}, indent=2))
+        click.echo(json.dumps({"cluster": spec.metadata.name, "outDir": str(out), "deployer": deployer,
+                               "counts": counts, "changes": {p: w for p, w in changes.items() if w != "unchanged"}},
+                              indent=2))
         return
     for path, what in changes.items():
         if what != "unchanged":
@@ -70,6 +97,34 @@ def render(inventory: Path | None, out_dir: Path | None, output: object, legacy_
     if not any(counts[k] for k in ("created", "updated", "removed")):
         summary += " (no changes)"
     click.echo(f"rendered {spec.metadata.name} to {out}: {summary} in {time.perf_counter() - started:.2f}s")
+
+
+def _git_source(deployer: str, out: Path, git_path: str | None, git_url: str | None, git_revision: str | None,
+                flux_source: str | None) -> GitSource | None:
+    """Where a Git deployer finds the bundle (None for the others); usage errors name the flag."""
+    from gpucluster import deployers
+
+    given = {"--git-path": git_path, "--git-url": git_url, "--git-revision": git_revision, "--flux-source": flux_source}
+    allowed = {"flux": ("--git-path", "--flux-source"), "argocd": ("--git-path", "--git-url", "--git-revision")}
+    stray = [flag for flag, value in given.items() if value is not None and flag not in allowed.get(deployer, ())]
+    if stray:
+        raise click.UsageError(f"{', '.join(stray)} {'does' if len(stray) == 1 else 'do'} not apply to "
+                               f"--deployer {deployer}")
+    if deployer not in deployers.GIT_DEPLOYERS:
+        return None
+    if git_path is None:
+        git_path = deployers.path_in_git(out)
+        if git_path is None:
+            raise InputError(f"--out-dir {out} is not inside a Git repository, so where {deployer} will find the "
+                             "bundle is unknown: give --git-path PATH (the bundle's folder relative to the root of "
+                             "the repository the deployer reads)")
+    if deployer == "argocd" and git_url is None:
+        raise InputError("--deployer argocd: give --git-url URL, the Git repository Argo CD reads the bundle from "
+                         "(its Applications name it)")
+    return deployers.GitSource(path=deployers.check_git_path(git_path),
+                               url=deployers.check_git_url(git_url) if git_url is not None else "",
+                               revision=git_revision or "HEAD",
+                               flux_source=deployers.check_flux_source(flux_source or "flux-system"))
 
 
 @click.command("catalog")
@@ -91,25 +146,16 @@ def catalog_cmd(output: str) -> None:
 
 @click.command("spec-reference")
 @options.out_dir
-@click.option("-o", "--out", "legacy_out", type=click.Path(path_type=Path), default=None, hidden=True)
-def spec_reference(out_dir: Path | None, legacy_out: Path | None) -> None:
+def spec_reference(out_dir: Path | None) -> None:
     """Print the spec reference (Markdown) generated from the model, or write it as OUT_DIR/spec-reference.md."""
     from gpucluster.spec.reference import markdown
 
     text = markdown()
-    if legacy_out is not None:
-        if out_dir is not None:
-            raise click.UsageError("give the output once, with --out-dir PATH")
-        click.echo("warning: spec-reference -o FILE is deprecated; use --out-dir PATH", err=True)
-        target = legacy_out
-    elif out_dir is not None:
-        if out_dir.exists() and not out_dir.is_dir():
-            raise InputError(f"--out-dir {out_dir} is a file; give a folder")
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target = out_dir / "spec-reference.md"
-    else:
+    if out_dir is None:
         click.echo(text, nl=False)
         return
+    out_dir.mkdir(parents=True, exist_ok=True)  # click has refused an existing file already
+    target = out_dir / "spec-reference.md"
     target.write_text(text)
     click.echo(f"wrote {target}")
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
 from gpucluster import flow
 from gpucluster.cli import options
-from gpucluster.errors import Failed
+from gpucluster.errors import ConfirmationNeeded, Failed
 from gpucluster.flow import Report
 from gpucluster.verify.report import summary_line
+
+if TYPE_CHECKING:
+    from gpucluster.pulumi.teardown import Teardown
 
 
 def print_report(report: Report, output: str) -> None:
@@ -45,6 +50,9 @@ def print_report(report: Report, output: str) -> None:
     for s in report.skipped:
         mark = "[red]not applied[/red]" if s.get("cause") == "unserved" else "[yellow]not installed[/yellow]"
         console.print(f"{mark} ({s['stack']}) {s['what']}: {s['reason']}")
+    for item in report.ownership.get("adopted", []):
+        console.print(f"adopted {item}: imported into the stack state; `gpucluster down` leaves it in place",
+                      markup=False)
     for item in report.not_ready:
         console.print(f"[yellow]not ready[/yellow] {item}")
     if report.verify:
@@ -81,19 +89,25 @@ def print_report(report: Report, output: str) -> None:
 @click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
 @click.option("--partial", is_flag=True, help="Checks that cannot be measured do not fail the run (the local "
               "world always runs this way: it installs no charts).")
+@click.option("--adopt", "adopt", multiple=True, metavar="KIND/NAMESPACE/NAME",
+              help="Take over an object the stacks would create that already exists on the cluster (NAMESPACE "
+                   "empty when cluster-scoped: Namespace//monitoring; a Helm release: Release/NAMESPACE/NAME): "
+                   "it is imported and `down` leaves it. Repeatable. Without it, `up` refuses (exit 2) any "
+                   "such object it did not create, before changing anything.")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
        kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, skip_hosts: bool,
-       dry_run: bool, no_verify: bool, reset: bool, partial: bool) -> None:
+       dry_run: bool, no_verify: bool, reset: bool, partial: bool, adopt: tuple[str, ...]) -> None:
     """Bring the cluster to the spec: the local world (local inventory) or the host layer (real hosts:
     playbooks/site.yml, then the admin kubeconfig from the init host), the platform and tenants
     stacks, verify.
 
-    Exit 1 when a host task failed, an object did not become ready or a cluster check failed.
+    Exit 1 when a host task failed, an object did not become ready or a cluster check failed; exit 2
+    when an object the stacks would create exists and is neither in the stack state nor adopted.
     """
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
                          kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset,
                          context=context, partial=partial, hosts=not skip_hosts,
-                         chart_repositories=not no_chart_repositories)
+                         chart_repositories=not no_chart_repositories, adopt=adopt)
     print_report(report, output)
     problems = []
     if report.left_out:
@@ -118,12 +132,38 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
 @options.world_dir
 @options.cluster
 @click.option("--keep-world", is_flag=True, help="Leave the local world running (local inventory).")
+@click.option("-y", "--yes", is_flag=True, help="Delete without asking (pipelines). Without it `down` lists what it "
+              "deletes and asks; on a non-interactive stdin it refuses (exit 2).")
 def down(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-         kubeconfig: Path | None, context: str | None, keep_world: bool) -> None:
-    """Destroy the tenants stack, then the platform stack, then (local inventory) the local world."""
+         kubeconfig: Path | None, context: str | None, keep_world: bool, yes: bool) -> None:
+    """Destroy the tenants stack, then the platform stack, then (local inventory) the local world.
+
+    Only what the stack state records as created by gpucluster is deleted; adopted objects (`up --adopt`)
+    stay. Before deleting, `down` lists each Namespace with the pods and PersistentVolumeClaims it holds
+    (they go with it), the Helm releases and the other objects, and asks unless --yes. The local world
+    without --keep-world is stopped with its data (simulated, all of it gpucluster's): nothing is asked.
+    """
+    quiet = output == "json"
     report = flow.run_down(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
-                           keep_world=keep_world, quiet=output == "json", context=context)
+                           keep_world=keep_world, quiet=quiet, context=context,
+                           confirm=None if yes else lambda plan: ask_before_deleting(plan, show=quiet))
     print_report(report, output)
+
+
+def ask_before_deleting(plan: Teardown, *, show: bool = False, stdin: TextIO | None = None) -> bool:
+    """``down``'s question. ``show``: print the listing first (``--output json`` keeps the console quiet).
+
+    A stdin that is not a terminal cannot answer: :class:`ConfirmationNeeded` (exit 2) says to pass ``--yes``.
+    """
+    if show:
+        for line in plan.lines():
+            click.echo(line, err=True)
+    stdin = stdin or sys.stdin
+    if not stdin.isatty():
+        raise ConfirmationNeeded("`gpucluster down` deletes the objects listed above and asks first, but stdin is "
+                                 "not a terminal, so it cannot ask: nothing was deleted. Pass --yes to confirm "
+                                 "(pipelines), or run it in a terminal.")
+    return click.confirm("Delete them?", default=False, err=True)
 
 
 commands = [up, down]

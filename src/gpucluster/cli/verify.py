@@ -24,8 +24,6 @@ from gpucluster.verify.model import Result, Verdict, problems
 @click.option("--metrics-url", multiple=True, help="DCGM exporter (or federate) endpoint for XID/ECC health checks.")
 @options.output("text", "json", "junit")
 @options.out_dir
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, hidden=True)
-@click.option("--junit", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--reconfig-deadline", type=click.FloatRange(min=0), default=600.0, show_default=True,
               metavar="SECONDS", help="Follow MIG/sharing changes in progress this long; longer fails as stuck.")
 @click.option("--upgrade-deadline", type=click.FloatRange(min=0), default=3600.0, show_default=True,
@@ -37,8 +35,8 @@ from gpucluster.verify.model import Result, Verdict, problems
 @click.option("--checklist", "show_checklist", is_flag=True, help="Print the production checklist mapping and exit.")
 def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None, no_chart_repositories: bool,
            host_mode: str,
-           metrics_url: tuple[str, ...], output: str, out_dir: Path | None, json_out: Path | None,
-           junit: Path | None, reconfig_deadline: float, upgrade_deadline: float, only_node: str | None,
+           metrics_url: tuple[str, ...], output: str, out_dir: Path | None,
+           reconfig_deadline: float, upgrade_deadline: float, only_node: str | None,
            problems_only: bool, partial: bool, show_checklist: bool) -> None:
     """Check capacity, allocatable, labels, taints, DRA devices, tenants and health, node by node.
 
@@ -51,14 +49,16 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
         return
     from gpucluster.verify import cluster, watchdog
 
-    for flag, path in (("--json", json_out), ("--junit", junit)):
-        if path is not None:
-            click.echo(f"warning: verify {flag} FILE is deprecated; use --out-dir PATH (writes verify.json and "
-                       "verify.xml)", err=True)
     spec = inventories.load(inventory)
     started = time.perf_counter()
     if only_node is not None and only_node not in {h.name for h in spec.hosts}:
         raise InputError(f"--node {only_node}: not a host of the spec (hosts: {', '.join(h.name for h in spec.hosts)})")
+    targets = {}
+    if host_mode == "ssh":  # before anything is asked: bad connection settings are bad input
+        from gpucluster.verify import ssh
+
+        # ssh goes where Ansible goes: the inventory's connection settings (ansible_host, _port, _user, ...).
+        targets = ssh.targets(inventories.resolve(inventory), {h.name: h.address for h in spec.hosts})
     config = inventories.kubeconfig_for(spec, kubeconfig)
     # Changes in progress (MIG, sharing) are followed to their end or deadline before anything is judged.
     followed = watchdog.live_rows(spec, config, context, reconfig_deadline, upgrade_deadline, node=only_node,
@@ -76,7 +76,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
 
         for host in spec.hosts:
             try:
-                results += hosts.host_checks(spec, host, hosts.connect(host, host_mode))
+                results += hosts.host_checks(spec, host, hosts.connect(host, host_mode, targets.get(host.name)))
             except Exception as err:  # a host we cannot reach is a failed check, not a crash
                 results.append(Result("host-reachable", host.name, Verdict.failed, "reachable", str(err)[:200]))
     if only_node is not None:
@@ -96,10 +96,6 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     if out_dir is not None:
         report.write(out_dir / "verify.json", report.to_json(results, meta))
         report.write(out_dir / "verify.xml", report.to_junit(results))
-    if json_out:
-        report.write(json_out, report.to_json(results, meta))
-    if junit:
-        report.write(junit, report.to_junit(results))
     # Without chart repositories the rows their releases would make measurable cannot be: a partial run.
     problem = problems(results, partial=partial or no_chart_repositories)
     if problem:

@@ -217,7 +217,7 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
                       for e in _events(view, o.get("kind", ""), group["metadata"]["namespace"], o.get("name", ""))
                       if e.get("type") == "Warning")
         findings += [f for f in (volcano.gang_incomplete(group, view, owner),
-                                 volcano.queue_capability(pod, group, view, requests)) if f]
+                                 volcano.queue_capability(group, view, requests)) if f]
     pools = spec_pools(view.spec) if pools is None else pools
     fitting, hosts = candidates(pod, pools)
     slots = 0

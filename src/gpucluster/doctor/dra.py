@@ -1,8 +1,9 @@
 """DRA: can the pod's unallocated ResourceClaims be satisfied by a device nobody holds?
 
 For every request of every claim the pod uses, the published devices (ResourceSlices) are filtered
-by the request's DeviceClass selectors and the request's own selectors (the CEL subset verification
-evaluates, :mod:`gpucluster.cel`), then by the allocation results of every claim in the
+by the request's DeviceClass selectors and the request's own selectors (evaluated as Kubernetes does,
+:mod:`gpucluster.cel`; a selector whose evaluation fails blocks the request, as it fails the scheduler's
+allocation), then by the allocation results of every claim in the
 cluster. A request whose class matches no published device, or whose matching devices are all
 allocated, blocks the pod; otherwise the nodes holding enough free devices are the candidates.
 """
@@ -18,6 +19,11 @@ from gpucluster.doctor.objects import claim_names, name_of
 FIX_NO_MATCH = ("ask for a DeviceClass that matches published devices (`kubectl get resourceslices`; "
                 "`gpucluster verify` shows each class's matches under check deviceclass-matches), or relax the "
                 "request's selectors; if the hardware should exist, add a DRA pool with it to the spec")
+
+
+FIX_SELECTOR = ("fix the selector: test the device type and driver first, guard optional attributes with "
+                "has(...) or .?name.orValue(...), compare like types (quantity(), semver()); `kubectl describe "
+                "pod` shows the scheduler's CEL runtime error")
 
 
 @dataclass
@@ -105,8 +111,19 @@ def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[
             programs = [cel.compile_expr(e) for e in exprs]
         except cel.Unsupported:
             return None, None
-        matching = [(drv, pool, node, d) for drv, pool, node, d in devices
-                    if all(cel.matches(p, drv, d) for p in programs)]
+        except cel.CompileError as err:
+            return ok, Finding("dra-selector-error", f"request {req.get('name', '?')} of claim {claim}: a selector of "
+                               f"DeviceClass {cls_name} or of the request does not compile ({err}); the scheduler "
+                               "fails its allocation", FIX_SELECTOR)
+        outcomes = [(drv, pool, node, d, cel.evaluate_all(programs, drv, d)) for drv, pool, node, d in devices]
+        broken = [(d, o.error) for _, _, _, d, o in outcomes if o.error]
+        if broken:
+            d, error = broken[0]
+            return ok, Finding("dra-selector-error", f"request {req.get('name', '?')} of claim {claim}: evaluating "
+                               f"the selectors of DeviceClass {cls_name} fails on device {d.get('name', '?')} "
+                               f"({error}); the scheduler fails the allocation when its search reaches such a "
+                               f"device ({len(broken)} published devices)", FIX_SELECTOR)
+        matching = [(drv, pool, node, d) for drv, pool, node, d, o in outcomes if o.matched]
         free: dict[str, int] = {}
         for drv, pool, node, d in matching:
             holder = held.get((drv, pool, d.get("name", "")))

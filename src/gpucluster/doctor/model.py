@@ -26,6 +26,7 @@ CAUSES = (
     "create-refused",
     "gang-incomplete",
     "no-pool-fits",
+    "dra-selector-error",
     "dra-no-free-device",
     "untolerated-taint",
     "nodes-unavailable",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gpucluster.spec.quantity import parse_quantity
+from gpucluster.quantity import parse_quantity
 
 Obj = dict[str, Any]
 

@@ -58,7 +58,7 @@ def _tenant_of_queue(spec: ClusterSpec, queue: str) -> tuple[int, str] | None:
     return None
 
 
-def queue_capability(pod: Obj, group: Obj, view: View, requests: dict[str, int]) -> Finding | None:
+def queue_capability(group: Obj, view: View, requests: dict[str, int]) -> Finding | None:
     """The pod's queue cannot take its request without going over its capability."""
     if view.queues is None or not requests:
         return None

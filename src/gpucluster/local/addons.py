@@ -1,26 +1,39 @@
 """The lifecycle of whatever runs on top of the local control plane, without knowing what it is.
 
 An add-on (the GPU simulator, Volcano, ...; see :mod:`gpucluster.addons`) keeps its files in
-``<state>/addons/<name>/`` and records the processes it starts there (``components.json``, one
+``<state>/addons/<name>/`` and starts its processes with :func:`start` (the runtime of
+:mod:`gpucluster.local.runtime`), which records them there (``components.json``, one
 :class:`gpucluster.procs.Component` each). The control plane only ever deals with these records:
 ``gpucluster local down`` stops every recorded process by pid before the control plane, and
 ``gpucluster local status`` lists them, whatever add-ons exist.
+
+``<state>/addons/`` carries its own marker (:mod:`gpucluster.ownership`, kind ``local-addons``); one an
+earlier version made is known by lying in a marked world folder. The world removes it with its other
+files (``gpucluster.local.world.OWNED``), only from a marked world folder.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpucluster import procs
+from gpucluster import atomic, ownership, procs
 from gpucluster.errors import LocalWorldError
+from gpucluster.local import runtime
+from gpucluster.local.runtime import Launch
 from gpucluster.procs import Component
+
+Say = Callable[[str], None]
 
 FOLDER = "addons"
 RECORD = "components.json"
+#: The marker kind of ``<state>/addons/`` (an earlier version's lies in a local world's marked folder).
+KIND = ownership.Kind("local-addons", "the local world's add-on folder", inside="local-world")
 
 
 @dataclass(frozen=True)
@@ -34,9 +47,9 @@ class AddonProcess:
 
 
 def folder(state_dir: Path, name: str) -> Path:
-    """``<state>/addons/<name>/`` (created)."""
-    path = Path(state_dir) / FOLDER / name
-    path.mkdir(parents=True, exist_ok=True)
+    """``<state>/addons/<name>/`` (created; ``<state>/addons/`` made ours first)."""
+    path = ownership.claim(Path(state_dir) / FOLDER, KIND) / name
+    path.mkdir(exist_ok=True)
     return path
 
 
@@ -55,10 +68,33 @@ def load(state_dir: Path, name: str) -> dict[str, Component]:
 
 def record(state_dir: Path, name: str, comps: dict[str, Component]) -> None:
     """Record (atomically) the processes add-on ``name`` runs now."""
-    path = folder(state_dir, name) / RECORD
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({n: asdict(c) for n, c in comps.items()}, indent=2) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps({n: asdict(c) for n, c in comps.items()}, indent=2) + "\n"
+    atomic.write(folder(state_dir, name) / RECORD, text)
+
+
+class Ledger:
+    """An add-on's record as the runtime's ledger (:func:`gpucluster.local.runtime.start`): each process recorded
+    as it starts, beside what the add-on already runs; forgotten after a roll-back."""
+
+    def __init__(self, state_dir: Path, name: str) -> None:
+        self.state_dir, self.name = Path(state_dir), name
+        self.comps = load(state_dir, name)
+
+    def record(self, comp: Component) -> None:
+        self.comps[comp.name] = comp
+        record(self.state_dir, self.name, self.comps)
+
+    def forget(self) -> None:
+        (self.state_dir / FOLDER / self.name / RECORD).unlink(missing_ok=True)
+
+
+def start(state_dir: Path, name: str, groups: Iterable[Sequence[Launch]], *, timeout: float,
+          say: Say | None = None) -> dict[str, Component]:
+    """Start add-on ``name``'s processes with the runtime, recorded in its folder; what was started.
+
+    On failure everything this call started is stopped and the record dropped (the add-on is stopped
+    before it starts again, so nothing else of it runs then)."""
+    return runtime.start(groups, Ledger(state_dir, name), timeout=timeout, say=say)
 
 
 def names(state_dir: Path) -> list[str]:
@@ -68,7 +104,34 @@ def names(state_dir: Path) -> list[str]:
 
 
 def alive(state_dir: Path, comp: Component) -> bool:
-    return comp.cmdline_matches(Path(state_dir)) and not comp.is_zombie()
+    """Whether ``comp`` still runs and is the process we started (see :meth:`Component.ours`)."""
+    return comp.ours()
+
+
+def _healthy(comp: Component) -> bool:
+    return not comp.health_url or procs.probe(comp.health_url, None)[0]
+
+
+def running(state_dir: Path, name: str, expected: Iterable[str]) -> bool:
+    """True when add-on ``name`` recorded exactly ``expected``, each running and answering its health URL."""
+    comps = load(state_dir, name)
+    return set(comps) == set(expected) and all(c.ours() and _healthy(c) for c in comps.values())
+
+
+def stop_event(kubeconfig: Path) -> threading.Event:
+    """For an add-on's background process: an event set on SIGTERM (``down`` stops it by pid) or once the
+    world's ``kubeconfig`` is gone (the world was removed under it), checked every second."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def watch_world() -> None:
+        while not stop.wait(1.0):
+            if not kubeconfig.exists():
+                logging.getLogger("gpucluster.addons").info("kubeconfig %s is gone (world down): stopping", kubeconfig)
+                stop.set()
+
+    threading.Thread(target=watch_world, daemon=True).start()
+    return stop
 
 
 def status(state_dir: Path) -> list[AddonProcess]:
@@ -76,30 +139,21 @@ def status(state_dir: Path) -> list[AddonProcess]:
     out = []
     for name in names(state_dir):
         for comp in load(state_dir, name).values():
-            running = alive(state_dir, comp)
-            healthy = running and (not comp.health_url or procs.probe(comp.health_url, None)[0])
-            out.append(AddonProcess(name, comp, running, healthy))
+            runs = alive(state_dir, comp)
+            out.append(AddonProcess(name, comp, runs, runs and _healthy(comp)))
     return out
 
 
 def stop(state_dir: Path, name: str) -> list[str]:
     """Stop add-on ``name``'s recorded processes (those still ours), newest first, and forget them."""
-    stopped = []
-    for comp in reversed(list(load(state_dir, name).values())):
-        if alive(state_dir, comp):
-            if not procs.stop(comp.pid):
-                raise LocalWorldError(f"could not stop {comp.name} (pid {comp.pid}); stop it by hand")
-            stopped.append(comp.name)
-        else:
-            procs.reap(comp.pid)
+    stopped = runtime.stop_all(reversed(list(load(state_dir, name).values())))
     (Path(state_dir) / FOLDER / name / RECORD).unlink(missing_ok=True)
     return stopped
 
 
 def stop_all(state_dir: Path) -> list[str]:
-    """Stop every add-on's processes and remove the add-ons' folders."""
+    """Stop every add-on's processes (the world removes their folder with its own files)."""
     stopped = []
     for name in names(state_dir):
         stopped += stop(state_dir, name)
-    shutil.rmtree(Path(state_dir) / FOLDER, ignore_errors=True)
     return stopped

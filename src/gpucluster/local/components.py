@@ -1,16 +1,26 @@
-"""Command lines and config files of the control-plane components, all bound to 127.0.0.1."""
+"""What each control-plane component is: its command line, files and readiness, all bound to 127.0.0.1.
+
+One builder per component (:data:`BUILDERS`) turns the world's :class:`Layout` and the component's
+binary into a :class:`gpucluster.local.runtime.Launch`; :mod:`gpucluster.local.runtime` starts, records, waits for
+and stops them all the same way (the world only says in which order, :data:`GROUPS`).
+"""
 
 from __future__ import annotations
 
 import base64
+import ssl
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpucluster import procs
 from gpucluster.local import stages
 from gpucluster.local.pki import Pki
+from gpucluster.local.runtime import File, Launch
 from gpucluster.procs import HOST
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -19,24 +29,39 @@ POD_CIDR = "10.244.0.0/16"
 #: Admission plugins turned on beyond the defaults (several are default-on already; listed so the
 #: intent survives changes of the defaults).
 ADMISSION = "NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,NodeRestriction"
+#: Start groups, in order: etcd, then the API server, then the rest (they only need the API server).
+GROUPS = (("etcd",), ("kube-apiserver",), ("kube-controller-manager", "kube-scheduler", "kwok"))
 #: Order matters: each needs the ones before it.
-ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+ORDER = tuple(name for group in GROUPS for name in group)
 PORT_NAMES = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the control plane's files live inside the state directory."""
+    """Where the control plane's files live inside the state directory, and its ports."""
 
     dir: Path
     pki: Pki
+    ports: Mapping[str, int]
 
     def kubeconfig(self, user: str) -> Path:
         return self.dir / "kubeconfig" if user == "admin" else self.dir / "kubeconfigs" / user
 
+    def log(self, name: str) -> Path:
+        return self.dir / "logs" / f"{name}.log"
+
     @property
     def etcd_data(self) -> Path:
         return self.dir / "etcd-data"
+
+    @property
+    def server(self) -> str:
+        return f"https://{HOST}:{self.ports['kube-apiserver']}"
+
+    @cached_property
+    def tls(self) -> ssl.SSLContext:
+        """The admin client's TLS context, which readiness and status probes present."""
+        return procs.tls_context(self.pki.ca, self.pki.cert("admin"), self.pki.key("admin"))
 
 
 def _b64(path: Path) -> str:
@@ -68,26 +93,14 @@ def kubeconfig(server: str, pki: Pki, user: str) -> dict[str, Any]:
     }
 
 
-def write_configs(layout: Layout, ports: dict[str, int]) -> None:
-    """Kubeconfigs (admin + one per component), the scheduler config and kwok's config."""
-    server = f"https://{HOST}:{ports['kube-apiserver']}"
-    for user in ("admin", "controller-manager", "scheduler", "kwok"):
-        path = layout.kubeconfig(user)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(yaml.safe_dump(kubeconfig(server, layout.pki, user), sort_keys=False))
-    scheduler = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(layout.kubeconfig("scheduler")), "qps": 200, "burst": 400},
-        "leaderElection": {"leaderElect": False},
-    }
-    (layout.dir / "scheduler.yaml").write_text(yaml.safe_dump(scheduler, sort_keys=False))
-    (layout.dir / "kwok.yaml").write_text(stages.config_text(POD_CIDR))
+def kubeconfig_file(layout: Layout, user: str) -> File:
+    """``user``'s kubeconfig (0600: it embeds the private key)."""
+    text = yaml.safe_dump(kubeconfig(layout.server, layout.pki, user), sort_keys=False)
+    return File(layout.kubeconfig(user), text, 0o600)
 
 
-def _etcd(layout: Layout, ports: dict[str, int]) -> list[str]:
-    pki = layout.pki
+def _etcd_args(layout: Layout) -> list[str]:
+    pki, ports = layout.pki, layout.ports
     client, peer = f"https://{HOST}:{ports['etcd']}", f"https://{HOST}:{ports['etcd-peer']}"
     tls = [
         f"--cert-file={pki.cert('etcd')}",
@@ -117,8 +130,8 @@ def _etcd(layout: Layout, ports: dict[str, int]) -> list[str]:
     ]
 
 
-def _apiserver(layout: Layout, ports: dict[str, int]) -> list[str]:
-    pki = layout.pki
+def _apiserver_args(layout: Layout) -> list[str]:
+    pki, ports = layout.pki, layout.ports
     return [
         f"--etcd-servers=https://{HOST}:{ports['etcd']}",
         f"--etcd-cafile={pki.ca}",
@@ -146,16 +159,24 @@ def _apiserver(layout: Layout, ports: dict[str, int]) -> list[str]:
     ]
 
 
-def _controller_manager(layout: Layout, ports: dict[str, int]) -> list[str]:
-    pki, kc = layout.pki, layout.kubeconfig("controller-manager")
+def _secure_serving(layout: Layout, name: str, user: str) -> list[str]:
+    """The health/metrics endpoint of a component: TLS on loopback, requests authorized through the API server."""
+    pki, kc = layout.pki, layout.kubeconfig(user)
     return [
-        f"--kubeconfig={kc}",
         f"--authentication-kubeconfig={kc}",
         f"--authorization-kubeconfig={kc}",
         f"--bind-address={HOST}",
-        f"--secure-port={ports['kube-controller-manager']}",
+        f"--secure-port={layout.ports[name]}",
         f"--tls-cert-file={pki.cert('serving')}",
         f"--tls-private-key-file={pki.key('serving')}",
+    ]
+
+
+def _controller_manager_args(layout: Layout) -> list[str]:
+    pki = layout.pki
+    return [
+        f"--kubeconfig={layout.kubeconfig('controller-manager')}",
+        *_secure_serving(layout, "kube-controller-manager", "controller-manager"),
         "--leader-elect=false",
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki.sa_private}",
@@ -175,21 +196,16 @@ def _controller_manager(layout: Layout, ports: dict[str, int]) -> list[str]:
     ]
 
 
-def _scheduler(layout: Layout, ports: dict[str, int]) -> list[str]:
-    pki, kc = layout.pki, layout.kubeconfig("scheduler")
+def _scheduler_args(layout: Layout) -> list[str]:
     return [
         f"--config={layout.dir / 'scheduler.yaml'}",
-        f"--authentication-kubeconfig={kc}",
-        f"--authorization-kubeconfig={kc}",
-        f"--bind-address={HOST}",
-        f"--secure-port={ports['kube-scheduler']}",
-        f"--tls-cert-file={pki.cert('serving')}",
-        f"--tls-private-key-file={pki.key('serving')}",
+        *_secure_serving(layout, "kube-scheduler", "scheduler"),
         "--profiling=false",
     ]
 
 
-def _kwok(layout: Layout, ports: dict[str, int]) -> list[str]:
+def _kwok_args(layout: Layout) -> list[str]:
+    ports = layout.ports
     return [
         f"--config={layout.dir / 'kwok.yaml'}",
         f"--kubeconfig={layout.kubeconfig('kwok')}",
@@ -198,23 +214,48 @@ def _kwok(layout: Layout, ports: dict[str, int]) -> list[str]:
     ]
 
 
-ARGS = {
-    "etcd": _etcd,
-    "kube-apiserver": _apiserver,
-    "kube-controller-manager": _controller_manager,
-    "kube-scheduler": _scheduler,
-    "kwok": _kwok,
-}
+def _launch(name: str, layout: Layout, binary: Path, args: list[str], path: str, *files: File,
+            scheme: str = "https") -> Launch:
+    port = layout.ports[name]
+    return Launch(name, binary, tuple(args), layout.log(name), port=port, health_url=f"{scheme}://{HOST}:{port}{path}",
+                  tls=layout.tls if scheme == "https" else None, files=files)
 
 
-def health_url(name: str, ports: dict[str, int]) -> str:
-    """Where readiness is probed (TLS with the admin client certificate)."""
-    paths = {
-        "etcd": "/readyz",
-        "kube-apiserver": "/readyz",
-        "kube-controller-manager": "/healthz",
-        "kube-scheduler": "/readyz",
-        "kwok": "/healthz",
+def etcd(layout: Layout, binary: Path) -> Launch:
+    return _launch("etcd", layout, binary, _etcd_args(layout), "/readyz")
+
+
+def apiserver(layout: Layout, binary: Path) -> Launch:
+    return _launch("kube-apiserver", layout, binary, _apiserver_args(layout), "/readyz")
+
+
+def controller_manager(layout: Layout, binary: Path) -> Launch:
+    return _launch("kube-controller-manager", layout, binary, _controller_manager_args(layout), "/healthz",
+                   kubeconfig_file(layout, "controller-manager"))
+
+
+def scheduler(layout: Layout, binary: Path) -> Launch:
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(layout.kubeconfig("scheduler")), "qps": 200, "burst": 400},
+        "leaderElection": {"leaderElect": False},
     }
-    scheme = "http" if name == "kwok" else "https"
-    return f"{scheme}://{HOST}:{ports[name]}{paths[name]}"
+    return _launch("kube-scheduler", layout, binary, _scheduler_args(layout), "/readyz",
+                   kubeconfig_file(layout, "scheduler"),
+                   File(layout.dir / "scheduler.yaml", yaml.safe_dump(config, sort_keys=False)))
+
+
+def kwok(layout: Layout, binary: Path) -> Launch:
+    return _launch("kwok", layout, binary, _kwok_args(layout), "/healthz", kubeconfig_file(layout, "kwok"),
+                   File(layout.dir / "kwok.yaml", stages.config_text(POD_CIDR)), scheme="http")
+
+
+#: One builder per component: the world's layout and the component's binary → its Launch.
+BUILDERS: dict[str, Callable[[Layout, Path], Launch]] = {
+    "etcd": etcd,
+    "kube-apiserver": apiserver,
+    "kube-controller-manager": controller_manager,
+    "kube-scheduler": scheduler,
+    "kwok": kwok,
+}

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gpucluster import atomic
 from gpucluster.errors import LocalWorldError
 from gpucluster.procs import Component
 
@@ -53,10 +54,8 @@ class State:
         return self.logs / f"{component}.log"
 
     def alive(self) -> dict[str, bool]:
-        """Component name → whether its recorded process is still ours and running."""
-        return {
-            name: c.cmdline_matches(self.dir) and not c.is_zombie() for name, c in self.components.items()
-        }
+        """Component name → whether its recorded process is still ours and running (:meth:`Component.ours`)."""
+        return {name: c.ours() for name, c in self.components.items()}
 
     def save(self) -> None:
         """Write state.json atomically (a crash never leaves half a file)."""
@@ -68,9 +67,7 @@ class State:
             "ports": self.ports,
             "components": {n: asdict(c) for n, c in self.components.items()},
         }
-        tmp = self.file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, self.file)
+        atomic.write(self.file, json.dumps(data, indent=2) + "\n")
 
     @classmethod
     def load(cls, state_dir: Path) -> State | None:

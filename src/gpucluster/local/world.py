@@ -4,21 +4,29 @@
 kwok on 127.0.0.1 with fresh certificates, waits until each is healthy and writes an admin
 kubeconfig. A previous run that crashed (dead or reused pids) is cleaned up first; one that is
 running and healthy is left alone. ``down()`` stops every process it started, by pid.
+
+The state folder is ours only with its marker (:mod:`gpucluster.ownership`, kind ``local-world``): ``up``
+marks a missing or empty folder and refuses one holding anything else; ``down`` and a fresh ``up``
+remove only :data:`OWNED`, and only from a marked folder. A folder an earlier gpucluster made is known
+by holding nothing but those names (plus ``.lock`` and ``pulumi``) and our lock file (in it or in
+``pulumi/``) or a ``state.json`` of our format, and is marked then. :meth:`World.hold` keeps the world
+for a whole command (``gpucluster up``/``down``, ``local up``/``down``, ``local monitoring up``), so
+another command that would change it stops at once, naming the holder.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpucluster import lockfile, procs
+from gpucluster import lockfile, ownership, procs
 from gpucluster.errors import GpuclusterError, LocalWorldError
-from gpucluster.local import addons, components, pki
-from gpucluster.local.state import State, default_state_dir
+from gpucluster.local import addons, components, pki, runtime
+from gpucluster.local.state import FORMAT, STATE_FILE, State, default_state_dir
 from gpucluster.procs import Component
 from gpucluster.toolchain import locate, path_of
 from gpucluster.toolchain.versions import KUBERNETES
@@ -27,13 +35,36 @@ from gpucluster.toolchain.versions import KUBERNETES
 #: keep theirs under ``addons/``, see :mod:`gpucluster.local.addons`).
 OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml",
          addons.FOLDER)
+
+
+def _earlier_world(root: Path) -> bool:
+    """An earlier version's world: our lock file in it or in its stacks' folder, or a state.json of our format."""
+    if lockfile.written_by_us(root) or lockfile.written_by_us(root / "pulumi"):
+        return True
+    try:
+        data = json.loads((root / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+#: The marker kind of a world's state folder (what it may hold besides OWNED: its lock, the stacks' state).
+FOLDER = ownership.Kind("local-world", "a local world's state folder",
+                        frozenset({*OWNED, "pulumi", f"{STATE_FILE}.tmp"}), _earlier_world)
+
 #: Binary (toolchain name) of each component.
 BINARIES = {name: name for name in components.ORDER}
 
 
-def missing_tools(extra: tuple[str, ...] = ("kubectl", "crds")) -> list[str]:
+def missing_tools(extra: tuple[str, ...] = ("crds",)) -> list[str]:
     """Toolchain entries a local world needs (its components plus ``extra``) that are not built."""
     return [name for name in (*BINARIES.values(), *extra) if locate(name) is None]
+
+
+def executables() -> list[Path]:
+    """The built binaries of the world's components (what a leftover process of ours runs)."""
+    return [p for p in (locate(name) for name in BINARIES.values()) if p is not None]
+
 
 Say = Callable[[str], None]
 
@@ -135,11 +166,17 @@ class World:
         report = self.status()
         return len(report) == len(components.ORDER) and all(c.healthy for c in report)
 
+    def _layout(self, ports: dict[str, int]) -> components.Layout:
+        return components.Layout(self.dir, self.pki, ports)
+
     def _probe(self, comp: Component) -> tuple[bool, str]:
-        ctx = None
-        if comp.health_url.startswith("https"):
-            ctx = procs.tls_context(self.pki.ca, self.pki.cert("admin"), self.pki.key("admin"))
-        return procs.probe(comp.health_url, ctx)
+        return self._check(comp).probe()
+
+    def _check(self, comp: Component) -> runtime.Check:
+        """A recorded component's readiness: its health URL, probed with the admin client's TLS for https."""
+        https = comp.health_url.startswith("https")
+        tls = procs.tls_context(self.pki.ca, self.pki.cert("admin"), self.pki.key("admin")) if https else None
+        return runtime.http(comp.health_url, tls)
 
     # -- up -----------------------------------------------------------------------------------
     def up(self, extra_tools: tuple[str, ...] = (), *, reset: bool = False) -> UpResult:
@@ -148,15 +185,21 @@ class World:
         A world that exists keeps its data: components that died are started again on the same
         certificates, ports and etcd data, and one that runs but answers its health probe slowly is
         waited for. Only ``reset`` discards a world (its etcd data with it) and starts a fresh one.
-        ``extra_tools`` are toolchain entries the caller needs next (kubectl, crds): their absence
-        is reported together with missing component binaries, before anything starts.
+        ``extra_tools`` are toolchain entries the caller needs next (the operators' ``crds``): their
+        absence is reported together with missing component binaries, before anything starts.
         """
-        with self._lock():
+        with self.hold():
             return self._up(extra_tools, reset)
 
     @contextmanager
-    def _lock(self) -> Iterator[None]:
-        """Hold ``<state>/.lock`` so two `up`/`down` runs never race on one state directory."""
+    def hold(self) -> Iterator[None]:
+        """Keep this world for the duration: its folder made ours, then ``<state>/.lock`` held.
+
+        Another command that would change the world (``up``, ``down``, ``--reset``, add-ons) stops at
+        once with :class:`~gpucluster.errors.StateLocked` naming this one (pid, command line, since when)
+        instead of pulling the world from under it. Re-entrant within one process.
+        """
+        ownership.claim(self.dir, FOLDER)
         with lockfile.hold(self.dir, "the local world"):
             yield
 
@@ -173,18 +216,16 @@ class World:
         if recovered:
             self.say(f"cleaned up a stale previous run ({', '.join(recovered)})")
         binaries = self._binaries(extra_tools)
-        ports = self._ports()
+        ports = procs.free_ports(components.PORT_NAMES, self.pinned)
         self.dir.mkdir(parents=True, exist_ok=True)
-        layout = components.Layout(self.dir, pki.generate(self.dir / "pki", components.SERVICE_IP))
-        components.write_configs(layout, ports)
+        pki.generate(self.dir / "pki", components.SERVICE_IP)
+        layout = self._layout(ports)
+        runtime.write_files([components.kubeconfig_file(layout, "admin")])
         state = State(dir=self.dir, ports=ports, kubernetes_version=KUBERNETES)
         state.save()
-        try:
-            self._start(state, layout, binaries, ports)
-        except BaseException:
-            self._stop_all(state)
-            (self.dir / "state.json").unlink(missing_ok=True)
-            raise
+        launches = [[components.BUILDERS[name](layout, binaries[name]) for name in group]
+                    for group in components.GROUPS]
+        runtime.start(launches, _Records(state), timeout=self.timeout, say=self.say)
         return UpResult(state, already_running=False, seconds=time.monotonic() - start, recovered=recovered)
 
     def _recover(self, state: State, binaries: dict[str, Path]) -> list[str]:
@@ -194,13 +235,12 @@ class World:
         answers slowly; that is no reason to discard anything). Dead ones are started again, in
         order, with the arguments, ports and files they had.
         """
-        pk = self.pki
         alive = state.alive()
         for name in components.ORDER:
             comp = state.components.get(name)
             if comp is not None and alive.get(name):
                 try:
-                    procs.wait_healthy(comp, pk.ca, pk.cert("admin"), pk.key("admin"), self.dir, self.timeout)
+                    runtime.wait_ready(comp, [self._check(comp)], self.timeout)
                 except LocalWorldError as err:
                     raise LocalWorldError(
                         f"the local world at {self.dir} runs but {name} is not healthy: {err}\n"
@@ -208,7 +248,7 @@ class World:
                         "starts a fresh world (its etcd data is deleted)."
                     ) from None
         restarted = []
-        layout = components.Layout(self.dir, pk)
+        layout = self._layout(state.ports)
         for name in components.ORDER:
             comp = state.components.get(name)
             if comp is not None and alive.get(name):
@@ -219,15 +259,12 @@ class World:
                     f"{name} (pid {comp.pid}) died but has not finished exiting after {self.timeout:.0f} s; "
                     f"its port {port} is still held. Run `gpucluster up` again once pid {comp.pid} is gone."
                 )
-            procs.require_free(port, name)
-            args = comp.args if comp is not None else components.ARGS[name](layout, state.ports)
-            t0 = time.monotonic()
-            url = components.health_url(name, state.ports)
-            new = procs.spawn(name, binaries[name], args, state.log_of(name), url, port)
-            state.components[name] = new
-            state.save()
-            procs.wait_healthy(new, pk.ca, pk.cert("admin"), pk.key("admin"), self.dir, self.timeout)
-            self.say(f"✓ {name} restarted on 127.0.0.1:{port} ({time.monotonic() - t0:.1f} s); data kept")
+            launch = components.BUILDERS[name](layout, binaries[name])
+            if comp is not None:  # as it ran: its recorded arguments, the files it already has
+                launch = replace(launch, args=tuple(comp.args), files=())
+            launch = replace(launch, label=f"{name} (restarted, data kept)")
+            # Restarting one part never stops the others: a failure leaves the world as it was.
+            runtime.start([[launch]], _Records(state), timeout=self.timeout, say=self.say, rollback=False)
             restarted.append(name)
         return restarted
 
@@ -246,51 +283,17 @@ class World:
             )
         return found
 
-    def _ports(self) -> dict[str, int]:
-        ports: dict[str, int] = {}
-        for name, port in self.pinned.items():
-            procs.require_free(port, name)
-            ports[name] = port
-        for name in components.PORT_NAMES:
-            while name not in ports:
-                port = procs.free_port()
-                if port not in ports.values():
-                    ports[name] = port
-        return ports
-
-    def _start(self, state: State, layout: components.Layout, binaries: dict[str, Path], ports: dict[str, int]) -> None:
-        pk = layout.pki
-        # etcd and the API server first, one by one; the rest only need the API server.
-        for group in (("etcd",), ("kube-apiserver",), ("kube-controller-manager", "kube-scheduler", "kwok")):
-            started = []
-            for name in group:
-                t0 = time.monotonic()
-                args = components.ARGS[name](layout, ports)
-                comp = procs.spawn(
-                    name,
-                    binaries[name],
-                    args,
-                    state.log_of(name),
-                    components.health_url(name, ports),
-                    ports[name],
-                )
-                state.components[name] = comp
-                state.save()
-                started.append((comp, t0))
-            for comp, t0 in started:
-                procs.wait_healthy(comp, pk.ca, pk.cert("admin"), pk.key("admin"), self.dir, self.timeout)
-                self.say(f"✓ {comp.name} healthy on 127.0.0.1:{comp.port} ({time.monotonic() - t0:.1f} s)")
-
     # -- down ---------------------------------------------------------------------------------
     def down(self, *, force: bool = False) -> list[str]:
         """Stop every process of this world by pid and remove its files; returns what was stopped.
 
         ``force`` also proceeds when state.json is corrupt (processes are then found by their
-        command lines, which name this state directory).
+        executables and command lines, which name this state directory). A folder that holds files but
+        is not a world's raises :class:`~gpucluster.errors.NotOurs`; a missing or empty one: nothing to do.
         """
-        if not self.dir.is_dir():
+        if not ownership.owned(self.dir, FOLDER):
             return []
-        with self._lock():
+        with self.hold():
             try:
                 state = self.state()
             except LocalWorldError:
@@ -303,25 +306,26 @@ class World:
         """Stop what ``state`` lists (if still ours) and any leftovers; remove owned files."""
         stopped = addons.stop_all(self.dir)
         stopped += self._stop_all(state) if state else []
-        for pid in procs.find_leftovers(self.dir, set(BINARIES.values())):
+        for pid in procs.find_leftovers(self.dir, executables(), under=OWNED):
             procs.stop(pid)
             stopped.append(f"pid {pid}")
-        for name in OWNED:
-            path = self.dir / name
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+        ownership.remove(self.dir, FOLDER, OWNED)
         return stopped
 
     def _stop_all(self, state: State) -> list[str]:
-        stopped = []
-        for name in reversed(components.ORDER):
-            comp = state.components.get(name)
-            if comp and not comp.cmdline_matches(self.dir):
-                procs.reap(comp.pid)  # a crashed child of this very process stays a zombie otherwise
-            elif comp:
-                if not procs.stop(comp.pid):
-                    raise LocalWorldError(f"could not stop {name} (pid {comp.pid}); stop it by hand")
-                stopped.append(name)
-        return stopped
+        return runtime.stop_all(state.components[n] for n in reversed(components.ORDER) if n in state.components)
+
+
+class _Records:
+    """The world's ledger for the runtime: ``state.json``, rewritten as each component starts."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    def record(self, comp: Component) -> None:
+        self.state.components[comp.name] = comp
+        self.state.save()
+
+    def forget(self) -> None:
+        """A fresh world that did not come up: nothing of it runs, its state.json goes (the rest with `down`)."""
+        ownership.remove(self.state.dir, FOLDER, [STATE_FILE])

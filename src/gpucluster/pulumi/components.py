@@ -18,6 +18,7 @@ import pulumi
 
 from gpucluster import components
 from gpucluster.pulumi.objects import PROVIDER_VERSION, K8sObject, Obj, gvk, object_key
+from gpucluster.pulumi.ownership import release_key
 from gpucluster.pulumi.plan import ChartSource
 
 
@@ -40,6 +41,9 @@ class ObjectsArgs(TypedDict, total=False):
     after_kinds: Mapping[tuple[str, str], tuple[str, str]]
     """(apiVersion, kind) → the kind whose objects (of this component) must exist first, e.g. a CRD the
     operator applies while it reconciles them."""
+    adopt: Mapping[str, str]
+    """Logical name (``kind/namespace/name``, ``release/<name>``) → import ID of the children adopted from
+    the cluster: imported (Pulumi ``import``) and retained on delete, so destroying the stack leaves them."""
 
 
 class ClusterObjects(pulumi.ComponentResource):
@@ -59,6 +63,7 @@ class ClusterObjects(pulumi.ComponentResource):
         chart_kinds = set(args.get("chart_kinds") or ())
         after_kinds = dict(args.get("after_kinds") or {})
         patch = bool(args.get("patch"))
+        adopt = args.get("adopt") or {}
         self.resources = {}
         self.releases = {}
         by_kind: dict[tuple[str, str], list[pulumi.Resource]] = {}
@@ -66,9 +71,16 @@ class ClusterObjects(pulumi.ComponentResource):
         def ns_deps(ns: str | None) -> list[pulumi.Resource]:
             return [namespaces[ns]] if ns in namespaces else []
 
+        def child(key: str, deps: list[pulumi.Resource]) -> pulumi.ResourceOptions:
+            if key in adopt and not patch:
+                # Someone else's object, adopted: imported by its ID (a no-op once in the state), and never
+                # deleted by this stack (the engine also refuses to replace an imported resource).
+                return pulumi.ResourceOptions(parent=self, depends_on=deps, import_=adopt[key], retain_on_delete=True)
+            return pulumi.ResourceOptions(parent=self, depends_on=deps)
+
         def add(obj: Obj, deps: list[pulumi.Resource]) -> None:
             key = object_key(obj)
-            res = K8sObject(key, obj, pulumi.ResourceOptions(parent=self, depends_on=deps), patch=patch)
+            res = K8sObject(key, obj, child(key, deps), patch=patch)
             self.resources[key] = res
             by_kind.setdefault(gvk(obj), []).append(res)
             if obj["kind"] == "Namespace" and not patch:
@@ -81,7 +93,7 @@ class ClusterObjects(pulumi.ComponentResource):
         for src in args.get("releases") or ():
             rel = src.release
             deps = ns_deps(rel.namespace) + [installed[n] for n in rel.after if n in installed]
-            self.releases[rel.name] = helm_release(src, pulumi.ResourceOptions(parent=self, depends_on=deps))
+            self.releases[rel.name] = helm_release(src, child(release_key(rel.name), deps))
         own_releases = list(self.releases.values())
         # Then the other objects; those another kind waits for come first.
         waited_for = set(after_kinds.values())
@@ -122,7 +134,7 @@ def helm_release(src: ChartSource, opts: pulumi.ResourceOptions) -> pulumi.Resou
         args["version"] = rel.version
         args["repository_opts"] = RepositoryOptsArgs(repo=rel.repository)
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=PROVIDER_VERSION))
-    return Release(f"release/{rel.name}", ReleaseArgs(**args), opts)
+    return Release(release_key(rel.name), ReleaseArgs(**args), opts)
 
 
 def register(component: str, name: str, args: ObjectsArgs, opts: pulumi.ResourceOptions) -> ClusterObjects:

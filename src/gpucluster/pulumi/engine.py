@@ -41,7 +41,9 @@ class Counts:
         c = self.changes
         return {"stack": self.stack, "operation": self.operation, "seconds": round(self.seconds, 2),
                 "created": c.get("create", 0), "updated": c.get("update", 0) + c.get("replace", 0),
-                "deleted": c.get("delete", 0), "same": c.get("same", 0)}
+                "deleted": c.get("delete", 0), "same": c.get("same", 0),
+                # objects adopted (`up --adopt`): taken into the state, not created
+                "imported": c.get("import", 0)}
 
 
 def _version_of(cli: str) -> tuple[int, ...]:
@@ -216,8 +218,38 @@ class Engine:
         stack.refresh(clear_pending_creates=True, color="never", on_output=on_output)
 
 
+    def forget(self, name: str, urn: str) -> None:
+        """Drop one resource from stack ``name``'s state without touching the cluster (``pulumi state
+        delete``): for an object that is no longer the one the stack made (see
+        :mod:`gpucluster.pulumi.teardown`)."""
+        from pulumi import automation as auto
+
+        stack = self._stack(name, lambda: None)
+        assert self._env is not None
+        try:
+            self._cmd.run(["state", "delete", urn, "--stack", self.environment, "--yes", "--color", "never"],
+                          stack.workspace.work_dir, self._env)
+        except auto.errors.CommandError as err:
+            raise StackFailed(f"stack {name}: cannot drop {urn} from the state: {_last_error(str(err))}. Nothing "
+                              f"was deleted; the state is in {self.dir / 'backend'}.") from None
+
     def _pending_operations(self, name: str) -> list[Any]:
         """Pending operations in the stack's checkpoint, read from the file backend (no CLI start)."""
+        return list(self._checkpoint(name).get("pending_operations") or [])
+
+    def state_resources(self, name: str) -> list[dict[str, Any]]:
+        """The resources stack ``name``'s state records, plus those of its pending operations (a create an
+        interrupted run left pending may exist on the cluster: it is ours too); [] for a new stack.
+
+        Read from the file backend's checkpoint, without a CLI start (``pulumi stack export`` would cost
+        one per stack); a backend other than a folder would export instead.
+        """
+        latest = self._checkpoint(name)
+        pending = [op.get("resource") or {} for op in latest.get("pending_operations") or []]
+        return [*(latest.get("resources") or []), *pending]
+
+    def _checkpoint(self, name: str) -> dict[str, Any]:
+        """The ``latest`` deployment of the stack's checkpoint ({} when the stack has none yet)."""
         import gzip
         import json
 
@@ -227,8 +259,8 @@ class Engine:
             if path.is_file():
                 with opener(path, "rt") as fh:
                     doc = json.load(fh)
-                return list(((doc.get("checkpoint") or {}).get("latest") or {}).get("pending_operations") or [])
-        return []
+                return dict((doc.get("checkpoint") or {}).get("latest") or {})
+        return {}
 
 
 def _interruptible(operation: Callable[[], Any]) -> Any:
@@ -255,7 +287,8 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
-        import time
+        from gpucluster import procs
+        from gpucluster.poll import Deadline, poll
 
         engines = _engine_children()
         for pid in engines:
@@ -265,23 +298,15 @@ def _interruptible(operation: Callable[[], Any]) -> Any:
                 pass
         # The engine cancels in-flight steps and writes its checkpoint; wait for it to be done with
         # the state before this process goes (a second Ctrl-C ends the wait).
-        deadline = time.monotonic() + 120
+        deadline = Deadline.after(120)
         thread.join(120)
-        while any(Path(f"/proc/{pid}").exists() and _state_of(pid) != "Z" for pid in engines):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        # identity() is None once a process is gone or a zombie (never reaped here: the engine's own
+        # subprocess handling waits for it)
+        poll(lambda: all(procs.identity(pid) is None for pid in engines), timeout=deadline, every=0.1)
         raise
     if "error" in result:
         raise result["error"]
     return result.get("value")
-
-
-def _state_of(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
 
 
 def _engine_children() -> list[int]:

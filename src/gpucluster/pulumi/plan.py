@@ -8,6 +8,7 @@ nothing is dropped silently.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from gpucluster import components
 from gpucluster.errors import InputError
 from gpucluster.pulumi.objects import Obj, gvk, namespace_names
 from gpucluster.render import Release, Rendered
-from gpucluster.render.releases import module
+from gpucluster.render.releases import chart_module
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class StackPlan:
     releases: dict[str, list[ChartSource]] = field(default_factory=dict)
     node_patches: list[Obj] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    #: Logical name → import ID of the objects adopted from the cluster (``--adopt``, now or in an earlier
+    #: run): imported and retained on delete (:mod:`gpucluster.pulumi.ownership`).
+    adopt: dict[str, str] = field(default_factory=dict)
 
     def objects(self) -> list[Obj]:
         return [o for objs in self.components.values() for o in objs]
@@ -70,6 +74,8 @@ class ClusterFacts:
     remote_charts: bool = True
     #: True in the local world, where the GPU simulator stands in for the node agents of those charts.
     simulated: bool = False
+    #: Discovery's (apiVersion, kind) → (plural, namespaced), for looking objects up (empty: unknown).
+    resources: Mapping[tuple[str, str], tuple[str, bool]] = field(default_factory=dict, compare=False)
 
 
 def chart_source(rel: Release) -> ChartSource:
@@ -122,14 +128,13 @@ def plan(rendered: Rendered, facts: ClusterFacts | None = None) -> dict[str, Sta
                                             "stands in for its node agents" if facts.simulated else
                                             "chart repositories are unreachable here (air-gapped sites "
                                             "point `repository` at a local chart folder)", cause="chart"))
-            for k in getattr(module(components.get(comp)), "CHART_KINDS", ()):
+            for k in chart_module(comp).CHART_KINDS:
                 not_coming[k] = rel.name
             continue
         platform.releases.setdefault(comp, []).append(src)
     # Kinds whose CRDs a release of this run installs: admitted though not served yet (the stack
     # registers them after that release; the tenants stack runs after the platform stack).
-    coming = {k for comp in platform.releases
-              for k in getattr(module(components.get(comp)), "CHART_KINDS", ())}
+    coming = {k for comp in platform.releases for k in chart_module(comp).CHART_KINDS}
 
     def admit(stack: StackPlan, component: str, obj: Obj) -> None:
         if facts.served is not None and gvk(obj) not in facts.served and gvk(obj) in not_coming:

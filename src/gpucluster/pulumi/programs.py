@@ -19,7 +19,7 @@ from gpucluster.pulumi import components as c
 from gpucluster.pulumi.objects import PROVIDER_VERSION, Obj
 from gpucluster.pulumi.plan import StackPlan, plan
 from gpucluster.render import render
-from gpucluster.render.releases import module
+from gpucluster.render.releases import CHART_MODULES
 from gpucluster.spec import load_spec
 
 
@@ -35,7 +35,9 @@ def provider(kubeconfig: str | None, context: str | None = None) -> pulumi.Provi
         "cluster",
         kubeconfig=kubeconfig,
         context=context,
-        # Objects are applied server-side under one field manager, so a drifted field is taken back.
+        # Server-side apply: node labels and taints are NodePatch resources, which provider 4.25.0 refuses
+        # without it ("patch resources require Server-Side Apply mode", tried on the local world). With it a
+        # create is an upsert, so `gpucluster up` checks first (gpucluster.pulumi.ownership).
         enable_server_side_apply=True,
         opts=pulumi.ResourceOptions(version=PROVIDER_VERSION),
     )
@@ -66,7 +68,8 @@ def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -
     check_platform(p)
     k8s = provider(kubeconfig, context)
     base = pulumi.ResourceOptions(providers={"kubernetes": k8s})
-    ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", [])}, base)
+    ns = c.register("namespaces", "namespaces", {"objects": p.components.get("namespaces", []), "adopt": p.adopt},
+                    base)
     out = {"namespaces": ns}
     by_ns = ns.namespaces
     installed: dict[str, pulumi.Resource] = {}  # releases registered so far (registry order)
@@ -75,10 +78,11 @@ def platform(p: StackPlan, kubeconfig: str | None, context: str | None = None) -
             continue
         objects, releases = p.components.get(comp, []), p.releases.get(comp, [])
         if objects or releases:
-            mod = module(components.get(comp))
+            mod = CHART_MODULES.get(comp)  # None: the component installs no chart
             out[comp] = c.register(comp, comp, {
                 "objects": objects, "releases": releases, "namespaces": by_ns, "installed": dict(installed),
-                "chart_kinds": getattr(mod, "CHART_KINDS", ()), "after_kinds": getattr(mod, "AFTER_KINDS", {}),
+                "chart_kinds": mod.CHART_KINDS if mod else (), "after_kinds": mod.AFTER_KINDS if mod else {},
+                "adopt": p.adopt,
             }, base)
             installed.update(out[comp].releases)
     if p.node_patches:
@@ -105,12 +109,12 @@ def tenants(p: StackPlan, kubeconfig: str | None, context: str | None = None) ->
     ns_res: dict[str, pulumi.Resource] = {}
     out: dict[str, c.ClusterObjects] = {}
     for tenant, objs in groups.items():
-        out[tenant] = c.register("tenants", tenant, {"objects": objs}, base)
+        out[tenant] = c.register("tenants", tenant, {"objects": objs, "adopt": p.adopt}, base)
         ns_res.update(out[tenant].namespaces)
     nets = p.components.get("secondary-networks", [])
     if nets:
         out["secondary-networks"] = c.register("secondary-networks", "secondary-networks",
-                                               {"objects": nets, "namespaces": ns_res}, base)
+                                               {"objects": nets, "namespaces": ns_res, "adopt": p.adopt}, base)
     pulumi.export("skipped", [s.__dict__ for s in p.skipped])
     return out
 
@@ -123,7 +127,9 @@ def from_config() -> None:
     """Entry of ``stacks/<name>/__main__.py``: read stack config, plan, run the named program.
 
     Config: ``gpucluster:inventory`` (folder with cluster.yaml, relative to the stack folder or
-    absolute), optional ``gpucluster:kubeconfig`` and ``gpucluster:remoteCharts`` (default true).
+    absolute), optional ``gpucluster:kubeconfig``, ``gpucluster:remoteCharts`` (default true) and
+    ``gpucluster:adopt`` (a list of ``KIND/NAMESPACE/NAME``: objects imported and retained, as
+    ``gpucluster up --adopt``; keep them listed, or a later run stops retaining them).
     """
     cfg = pulumi.Config("gpucluster")
     inventory = Path(cfg.require("inventory")).expanduser()
@@ -134,5 +140,8 @@ def from_config() -> None:
     context = cfg.get("context")
     facts = discover(kubeconfig, remote_charts=cfg.get_bool("remoteCharts") is not False, context=context)
     plans = plan(render(load_spec(inventory)), facts)
+    from gpucluster.pulumi.ownership import mark_adopted
+
+    mark_adopted(plans, cfg.get_object("adopt") or [])
     name = pulumi.get_project().removeprefix("gpucluster-")
     PROGRAMS[name](plans[name], kubeconfig, context)

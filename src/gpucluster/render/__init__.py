@@ -1,19 +1,38 @@
 """The render core: pure functions from a validated spec to Kubernetes objects and Helm values.
 
-One module per component of the registry (:mod:`gpucluster.components`). :func:`render` gathers them
-into a :class:`Rendered` that the GitOps bundle writer, the Pulumi components and the tests all
-consume, so no object is defined twice.
+One module per component of the registry (:mod:`gpucluster.components`), listed in :data:`MODULES`.
+:func:`render` gathers them into a :class:`Rendered` that the GitOps bundle writer, the Pulumi
+components and the tests all consume, so no object is defined twice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpucluster import components
-from gpucluster.render import nodes
+from gpucluster.render import monitoring, namespaces, nodes, tenants
 from gpucluster.render.common import Obj
-from gpucluster.render.releases import Release, module, releases
+from gpucluster.render.contract import ComponentModule
+from gpucluster.render.releases import CHART_MODULES, Release, releases
 from gpucluster.spec.model import ClusterSpec
+
+#: The render module of every registry row, by component name: the rows with a chart
+#: (:data:`~gpucluster.render.releases.CHART_MODULES`) and those without.
+MODULES: Mapping[str, ComponentModule] = {
+    **CHART_MODULES,
+    "namespaces": namespaces,
+    "monitoring": monitoring,
+    "tenants": tenants,
+}
+
+
+def module(component: str) -> ComponentModule:
+    """The render module of the registry row ``component``."""
+    try:
+        return MODULES[component]
+    except KeyError:
+        raise KeyError(f"no render module for component {component!r}; known: {', '.join(MODULES)}") from None
 
 
 @dataclass
@@ -29,8 +48,8 @@ class Rendered:
 
 def render(spec: ClusterSpec) -> Rendered:
     """Every component's objects (registry order), the pinned releases and the node configuration."""
-    comps = {c.name: module(c).objects(spec) for c in components.COMPONENTS}
+    comps = {c.name: module(c.name).objects(spec) for c in components.COMPONENTS}
     return Rendered(components=comps, releases=releases(spec), node_config=nodes.node_config(spec))
 
 
-__all__ = ["Release", "Rendered", "releases", "render"]
+__all__ = ["MODULES", "Release", "Rendered", "module", "releases", "render"]

@@ -1,14 +1,16 @@
-"""DRA: the NVIDIA DRA driver's Helm values, DeviceClasses selected by attributes, claim templates.
+"""DRA: the NVIDIA DRA driver's release and Helm values, DeviceClasses selected by attributes, claim templates.
 
 Selectors are CEL over what the driver publishes (:mod:`gpucluster.spec.selectors`, which validation
-evaluates too).
+evaluates too). The GPU simulator reads this module's :func:`values`, as the kubelet plugins read their
+FEATURE_GATES; the names shared with verification come from :mod:`gpucluster.upstream`, so nothing here
+reaches the expectation side's device arithmetic.
 
 **Plain ``nvidia.com/gpu`` through DRA.** The chart's own ``gpu.nvidia.com`` class names
 ``nvidia.com/gpu`` as its extended resource (fact deviceclass-gpu-extended-resource-name) and no values
 key turns that off, so with the chart alone every DRA pool's whole GPUs serve plain GPU pods. The
 scheduler maps an extended resource to ONE class, the newest (ties: the lower name), and a DeviceClass
 selector sees device attributes, never the node. So whenever the chart is installed we render our own
-class :data:`~gpucluster.devices.DRA_EXTENDED_CLASS` with the same extended resource, created after the
+class :data:`~gpucluster.upstream.DRA_EXTENDED_CLASS` with the same extended resource, created after the
 chart (:data:`CHART_KINDS` orders it behind the release) and named to win ties, whose selector matches
 only the whole GPUs of pools with ``extendedResource: true`` (by product name; validation refuses a pool
 without the opt-in whose GPUs carry the same name). With no pool opted in it matches nothing, and plain
@@ -18,20 +20,70 @@ GPU pods stay on device-plugin pools. Verification checks which class the schedu
 from __future__ import annotations
 
 from gpucluster import labels as L
-from gpucluster.devices import DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE
 from gpucluster.render.common import Obj, obj
-from gpucluster.render.dra_chart import DYNAMIC_MIG_GATE, chart, dynamic_mig, enabled, namespace, values
-
-__all__ = ["API", "CHART_KINDS", "DYNAMIC_MIG_GATE", "chart", "claim_template", "device_class", "dynamic_mig",
-           "enabled", "extended_class", "namespace", "objects", "tenant_claim_templates", "values"]
-from gpucluster.spec.model import ClaimTemplate, ClusterSpec, DeviceClass, Tenant
+from gpucluster.render.contract import Kind
+from gpucluster.spec.model import ChartRef, ClaimTemplate, ClusterSpec, DeviceClass, SharingMode, Tenant
 from gpucluster.spec.selectors import device_class_cel, extended_class_cel
+from gpucluster.upstream import DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE, DYNAMIC_MIG_GATE
 
 API = "resource.k8s.io/v1"
 #: Our DeviceClasses wait for the DRA driver's release (when this run installs it), so the extended-resource
 #: class is newer than the chart's ``gpu.nvidia.com`` (see the module docstring). DeviceClass is built in,
 #: so listing it here changes nothing else.
 CHART_KINDS = ((API, "DeviceClass"),)
+BEFORE_OTHER_RELEASES = False
+AFTER_KINDS: dict[Kind, Kind] = {}
+
+
+def enabled(spec: ClusterSpec) -> bool:
+    """The chart is installed when some pool uses DRA."""
+    return spec.dra.enabled and any(p.uses_dra for p in spec.node_pools)
+
+
+def namespace(spec: ClusterSpec) -> str:
+    return spec.dra.namespace
+
+
+def chart(spec: ClusterSpec) -> ChartRef:
+    return spec.dra.chart
+
+
+def after(spec: ClusterSpec) -> list[str]:
+    return []
+
+
+def dynamic_mig(spec: ClusterSpec) -> bool:
+    """Whether the driver runs with DynamicMIG (some DRA pool asks for ``sharing.mode: dynamic-mig``)."""
+    return any(p.uses_dra and p.sharing.mode is SharingMode.dynamic_mig for p in spec.gpu_pools)
+
+
+def plugin_tolerations(spec: ClusterSpec) -> list[dict]:
+    """Tolerations for every taint of every DRA pool: the kubelet plugin must run wherever DRA GPUs are."""
+    seen: dict[tuple[str, str, str], dict] = {}
+    for pool in spec.node_pools:
+        if not pool.uses_dra:
+            continue
+        for t in pool.effective_taints:
+            tol = {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} if t.value else \
+                {"key": t.key, "operator": "Exists", "effect": t.effect}
+            seen[(t.key, t.value, t.effect)] = tol
+    return [seen[k] for k in sorted(seen)]
+
+
+def values(spec: ClusterSpec) -> dict:
+    """Helm values for the DRA driver chart."""
+    operator_driver = spec.gpu_operator.enabled and spec.gpu_operator.driver.managed_by == "operator"
+    return {
+        # The chart refuses to serve GPUs unless this override is set (it wants the operator's
+        # device plugin off on those nodes, which our node labels do).
+        "gpuResourcesEnabledOverride": True,
+        "nvidiaDriverRoot": "/run/nvidia/driver" if operator_driver else "/",
+        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
+        "kubeletPlugin": {"nodeSelector": {L.DRA: "true"}, "tolerations": plugin_tolerations(spec)},
+        # One gate for every kubelet plugin of the release (FEATURE_GATES env, fact values-featureGates):
+        # validation makes every MIG-capable DRA pool ask for dynamic-mig when one does.
+        **({"featureGates": {DYNAMIC_MIG_GATE: True}} if dynamic_mig(spec) else {}),
+    }
 
 
 def cel(dc: DeviceClass) -> str:

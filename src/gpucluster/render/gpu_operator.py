@@ -11,6 +11,7 @@ from __future__ import annotations
 import yaml
 
 from gpucluster.render.common import Obj, config_map
+from gpucluster.render.contract import Kind
 from gpucluster.render.monitoring import DCGM_CONFIGMAP, dcgm_metrics_configmap, exporter_env
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ChartRef, ClusterSpec, NodePool, SharingMode
@@ -18,6 +19,10 @@ from gpucluster.spec.model import ChartRef, ClusterSpec, NodePool, SharingMode
 DEVICE_PLUGIN_CONFIGMAP = "gpucluster-device-plugin-config"
 MIG_CONFIGMAP = "gpucluster-mig-parted-config"
 DEFAULT_KEY = "default"
+BEFORE_OTHER_RELEASES = False
+#: The chart's ClusterPolicy is the operator's own (the chart creates it): we render no object of its CRDs.
+CHART_KINDS: tuple[Kind, ...] = ()
+AFTER_KINDS: dict[Kind, Kind] = {}
 
 
 def dump(data: object) -> str:
@@ -30,7 +35,7 @@ def device_plugin_config(spec: ClusterSpec) -> dict[str, dict]:
     configs: dict[str, dict] = {DEFAULT_KEY: {"version": "v1", "flags": flags}}
     for pool in spec.gpu_pools:
         s = pool.sharing
-        if not pool.uses_device_plugin or s.mode not in (SharingMode.time_slicing, SharingMode.mps):
+        if not pool.shares_gpus:
             continue
         section = "timeSlicing" if s.mode is SharingMode.time_slicing else "mps"
         sharing: dict = {"renameByDefault": s.rename_by_default}
@@ -112,6 +117,10 @@ def values(spec: ClusterSpec) -> dict:
 def enabled(spec: ClusterSpec) -> bool:
     """The GPU Operator release is installed unless the spec turns it off."""
     return spec.gpu_operator.enabled
+
+
+def after(spec: ClusterSpec) -> list[str]:
+    return []
 
 
 def namespace(spec: ClusterSpec) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from gpucluster import catalog
 from gpucluster.render import dashboard
 from gpucluster.render.common import Obj, config_map, obj
-from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
+from gpucluster.spec.model import ClusterSpec, NodePool
 from gpucluster.spec.quantity import duration_ms
 
 DCGM_CONFIGMAP = "gpucluster-dcgm-metrics"
@@ -161,8 +161,7 @@ def shared_pools(spec: ClusterSpec) -> list[NodePool]:
     The exporter names one pod per shared GPU (whichever the kubelet lists last), so the rules
     apportion these GPUs by what pods request instead.
     """
-    return [p for p in spec.gpu_pools if p.uses_device_plugin and (p.sharing.replicas or 1) > 1
-            and p.sharing.mode in (SharingMode.time_slicing, SharingMode.mps)]
+    return [p for p in spec.gpu_pools if p.shares_gpus]
 
 
 def _shared_nodes(spec: ClusterSpec) -> str:

@@ -28,6 +28,7 @@ CHART_KINDS = frozenset({(NIC_POLICY_API, "NicClusterPolicy"), (NAD_API, "Networ
 #: Kinds whose CRDs the operator applies while it reconciles the NicClusterPolicy (``spec.nvIpam``:
 #: ``manifests/state-nv-ipam-cni/005-nv-ipam.nvidia.com_ippools.yaml``), by the kind they wait for.
 AFTER_KINDS = {(IPPOOL_API, "IPPool"): (NIC_POLICY_API, "NicClusterPolicy")}
+BEFORE_OTHER_RELEASES = False
 
 
 def _image(name: str) -> dict:

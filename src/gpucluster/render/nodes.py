@@ -17,7 +17,7 @@ def management_labels(pool: NodePool) -> dict[str, str]:
     labels: dict[str, str] = {}
     if pool.gpu is None:
         return labels
-    if pool.uses_device_plugin and pool.sharing.mode in (SharingMode.time_slicing, SharingMode.mps):
+    if pool.shares_gpus:
         labels[L.DEVICE_PLUGIN_CONFIG] = pool.name
     if pool.sharing.mode is SharingMode.mig:
         labels[L.MIG_CONFIG] = mig_config_name(pool)

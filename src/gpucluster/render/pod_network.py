@@ -19,6 +19,7 @@ ClusterRole rules it needs (flannel v0.28.10 ``chart/kube-flannel/templates/daem
 from __future__ import annotations
 
 from gpucluster.render.common import Obj
+from gpucluster.render.contract import Kind
 from gpucluster.spec.model import ChartRef, ClusterSpec
 
 #: Every other release waits for this one: their pods (and Helm's wait for them) need pod networking.
@@ -27,6 +28,9 @@ BEFORE_OTHER_RELEASES = True
 #: container ``netpol.enabled`` adds to it (tests/upstream/facts/cni.yaml).
 DAEMONSET = "kube-flannel-ds"
 NETPOL_CONTAINER = "kube-network-policies"
+#: flannel's chart installs no CRD we render objects of.
+CHART_KINDS: tuple[Kind, ...] = ()
+AFTER_KINDS: dict[Kind, Kind] = {}
 
 
 def enabled(spec: ClusterSpec) -> bool:
@@ -47,6 +51,10 @@ def values(spec: ClusterSpec) -> dict:
     net = spec.networking.pod_network
     return {"podCidr": spec.kubernetes.pod_subnet, "flannel": {"backend": net.backend},
             "netpol": {"enabled": enforces_network_policy(spec)}}
+
+
+def after(spec: ClusterSpec) -> list[str]:
+    return []
 
 
 def namespace(spec: ClusterSpec) -> str:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from types import ModuleType
 
 from gpucluster import components
+from gpucluster.render import dra_driver, gpu_operator, network_operator, pod_network, volcano
+from gpucluster.render.contract import ChartModule
 from gpucluster.spec.model import ClusterSpec
+
+#: The render module of every registry row with a chart, by component name (checked against the
+#: registry by tests/unit/test_components.py; mypy checks each module against :class:`ChartModule`).
+CHART_MODULES: Mapping[str, ChartModule] = {
+    "pod-network": pod_network,
+    "gpu-operator": gpu_operator,
+    "dra-driver": dra_driver,
+    "volcano": volcano,
+    "network-operator": network_operator,
+}
 
 
 @dataclass(frozen=True)
@@ -24,28 +35,30 @@ class Release:
     after: tuple[str, ...] = ()
 
 
-def module(component: components.Component) -> ModuleType:
-    """The render module of a registry row (``gpucluster.render.<module>``)."""
-    return importlib.import_module(f"gpucluster.render.{component.module}")
+def chart_module(component: str) -> ChartModule:
+    """The render module of the registry row ``component``, which must have a chart."""
+    try:
+        return CHART_MODULES[component]
+    except KeyError:
+        raise KeyError(f"component {component!r} installs no chart; those that do: "
+                       f"{', '.join(CHART_MODULES)}") from None
 
 
 def releases(spec: ClusterSpec) -> list[Release]:
     """Every release ``spec`` installs, in registry order, each naming the releases it waits for.
 
-    A release waits for those its render module's optional ``after(spec)`` names, and for every
-    release whose module sets ``BEFORE_OTHER_RELEASES`` (the pod network). Names of releases the spec
-    does not install are dropped.
+    A release waits for those its render module's ``after(spec)`` names, and for every release whose
+    module sets ``BEFORE_OTHER_RELEASES`` (the pod network). Names of releases the spec does not
+    install are dropped.
     """
-    mods = {c.name: module(c) for c in components.with_charts()}
-    on = [c for c in components.with_charts() if mods[c.name].enabled(spec)]
-    names = {c.name for c in on}
-    first = [c.name for c in on if getattr(mods[c.name], "BEFORE_OTHER_RELEASES", False)]
+    mods = {c.name: chart_module(c.name) for c in components.with_charts()}
+    on = [name for name, mod in mods.items() if mod.enabled(spec)]
+    first = [name for name in on if mods[name].BEFORE_OTHER_RELEASES]
     out = []
-    for comp in on:
-        mod = mods[comp.name]
-        wanted = ([] if comp.name in first else first) + list(getattr(mod, "after", lambda s: [])(spec))
-        after = tuple(dict.fromkeys(n for n in wanted if n in names))
+    for name in on:
+        mod = mods[name]
+        wanted = ([] if name in first else first) + list(mod.after(spec))
+        after = tuple(dict.fromkeys(n for n in wanted if n in on))
         ref = mod.chart(spec)
-        out.append(Release(comp.name, ref.chart, ref.repository, ref.version, mod.namespace(spec),
-                           mod.values(spec), after))
+        out.append(Release(name, ref.chart, ref.repository, ref.version, mod.namespace(spec), mod.values(spec), after))
     return out

@@ -20,12 +20,12 @@ import json
 
 from gpucluster import catalog
 from gpucluster import labels as L
-from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, SHARED_MODES, mig_resource
 from gpucluster.render import dra_driver, tenant_admission
 from gpucluster.render.common import Obj, obj
 from gpucluster.render.dra_driver import tenant_claim_templates
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec, Tenant
+from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, mig_resource
 
 RBAC = "rbac.authorization.k8s.io/v1"
 READ = ["get", "list", "watch"]
@@ -107,7 +107,7 @@ def offered_resources(spec: ClusterSpec) -> list[str]:
         assert pool.gpu is not None
         if not pool.uses_device_plugin:
             continue
-        if pool.sharing.mode.value in SHARED_MODES and pool.sharing.rename_by_default:
+        if pool.shares_gpus and pool.sharing.rename_by_default:
             names.add("nvidia.com/gpu.shared")
         model = catalog.get(pool.gpu.model)
         if model.mig is not None and spec.gpu_operator.mig_strategy == "mixed":

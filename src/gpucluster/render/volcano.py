@@ -7,7 +7,7 @@ The actions are ``enqueue, allocate, backfill`` plus ``preempt``/``reclaim`` whe
 Chart value keys (volcano chart 1.15): ``custom.scheduler_config_override`` replaces the whole
 ``volcano-scheduler.conf`` of the scheduler ConfigMap, ``custom.scheduler_feature_gates`` becomes
 the scheduler's ``--feature-gates``. :func:`scheduler_conf` is also what the local world's
-``vc-scheduler`` reads (``gpucluster.local.volcano``), so the tests exercise this very text.
+``vc-scheduler`` reads (``gpucluster.addons.volcano``), so the tests exercise this very text.
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ import yaml
 
 from gpucluster import labels as L
 from gpucluster.render.common import Obj, obj
+from gpucluster.render.contract import Kind
 from gpucluster.spec.model import ChartRef, ClusterSpec, Tenant
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 #: Kinds whose CRDs the volcano chart installs (its ``crd/`` folder): their objects follow the release.
 CHART_KINDS = frozenset({(QUEUE_API, "Queue")})
+AFTER_KINDS: dict[Kind, Kind] = {}
+BEFORE_OTHER_RELEASES = False
 #: The scheduler name pods and Volcano Jobs carry in ``spec.schedulerName``.
 SCHEDULER_NAME = "volcano"
 #: Scheduler feature gate that makes vc-scheduler track ResourceClaims/ResourceSlices.
@@ -136,6 +139,10 @@ def objects(spec: ClusterSpec) -> list[Obj]:
 
 def enabled(spec: ClusterSpec) -> bool:
     return spec.scheduling.volcano.enabled
+
+
+def after(spec: ClusterSpec) -> list[str]:
+    return []
 
 
 def namespace(spec: ClusterSpec) -> str:

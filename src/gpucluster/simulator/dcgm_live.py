@@ -24,7 +24,7 @@ from typing import Any
 
 from gpucluster import kube
 from gpucluster import labels as L
-from gpucluster.errors import ClusterUnreachable
+from gpucluster.errors import ClusterError
 from gpucluster.render.monitoring import DCGM_CONFIGMAP, DCGM_CSV_KEY
 from gpucluster.simulator import podresources
 from gpucluster.simulator.agents.mig_manager import MigState
@@ -111,11 +111,15 @@ class LiveExporters:
             log.warning("node %s: annotation %s ignored: %s", name, L.SIMULATE_DCGM, err)
 
     def run(self, interval: float, stop: threading.Event) -> None:
-        """Sync every ``interval`` seconds until ``stop`` is set; API errors are logged, not fatal."""
+        """Sync every ``interval`` seconds until ``stop`` is set; transient API errors are logged and retried,
+        a refusal that cannot change (403, 422: :func:`gpucluster.kube.transient`) ends the loop."""
         while not stop.is_set():
             try:
                 self.sync()
-            except ClusterUnreachable as exc:
+            except ClusterError as exc:
+                if not kube.transient(exc):
+                    log.error("sync refused, not retrying: %s", exc)
+                    raise
                 log.warning("sync failed (will retry): %s", exc)
             stop.wait(interval)
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpucluster.spec.quantity import parse_quantity
+from gpucluster.quantity import parse_quantity
 
 PHASES = ("Pending", "Succeeded", "Failed", "Unknown", "Running")
 NODE_INFO_LABELS = ("kernel_version", "os_image", "container_runtime_version", "kubelet_version",

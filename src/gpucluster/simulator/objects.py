@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from gpucluster import labels as L
+from gpucluster.quantity import parse_quantity
 from gpucluster.simulator.agents import Desired, describe
 from gpucluster.simulator.agents.dra_plugin import DRIVER as DRA_DRIVER
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,8 +24,8 @@ from typing import Any
 
 from gpucluster import kube
 from gpucluster import labels as L
-from gpucluster.errors import AlreadyExists, ClusterUnreachable, SimulatorError
-from gpucluster.render import dra_chart, gpu_operator
+from gpucluster.errors import AlreadyExists, ApiError, ClusterError, SimulatorError
+from gpucluster.render import dra_driver, gpu_operator
 from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP, MIG_CONFIGMAP
 from gpucluster.render.network_operator import NIC_POLICY_NAME
 from gpucluster.render.nodes import node_config
@@ -132,7 +131,7 @@ class Simulator:
             cluster=spec.metadata.name,
             driver_version=spec.gpu_operator.driver.version,
             # The driver's release values (FEATURE_GATES of its kubelet plugins) and the server's version.
-            dra_gates=dict(dra_chart.values(spec).get("featureGates") or {}),
+            dra_gates=dict(dra_driver.values(spec).get("featureGates") or {}),
             server_minor=minor,
         )
 
@@ -176,13 +175,13 @@ class Simulator:
         lifecycle controller lifts the taint (:data:`LIFECYCLE_TAINTS`); DaemonSets that do not tolerate
         it run nothing there meanwhile, so what the agents publish on the node changes once it is up.
         """
-        deadline = time.monotonic() + timeout
-        while True:
+        from gpucluster.poll import poll
+
+        def pending() -> list[str]:
             nodes = {n["metadata"]["name"]: n for n in self.kube.items(kube.with_selector(NODES, SELECTOR))}
-            pending = [name for name in names if not _started(nodes.get(name))]
-            if not pending or time.monotonic() >= deadline:
-                return pending
-            time.sleep(0.25)
+            return [name for name in names if not _started(nodes.get(name))]
+
+        return poll(pending, timeout=timeout, every=0.25, done=lambda left: not left)
 
     def settle(self, rounds: int = 6) -> SyncReport:
         """Sync until a sync writes nothing (at most ``rounds``): MIG changes take one step per sync."""
@@ -324,7 +323,12 @@ class Simulator:
 
     # -- keep current ---------------------------------------------------------------------------
     def run(self, interval: float = 5.0, stop: threading.Event | None = None) -> None:
-        """Sync every ``interval`` seconds until ``stop`` is set; API errors are logged, not fatal."""
+        """Sync every ``interval`` seconds until ``stop`` is set.
+
+        An unreachable API server and transient answers (409, 429, 5xx: :func:`gpucluster.kube.transient`) are
+        logged and retried; any other refusal (403 forbidden, 422 invalid) fails the same way every time, so
+        it ends the loop with that error instead of retrying forever (see :func:`retryable`).
+        """
         stop = stop or self._stop
         last: dict[str, list[str]] = {}
         while not stop.is_set():
@@ -340,7 +344,10 @@ class Simulator:
                 for line in summarize_notes({n: v for n, v in report.notes.items() if v != last.get(n)}):
                     log.warning("%s", line)
                 last = report.notes
-            except ClusterUnreachable as exc:
+            except ClusterError as exc:
+                if not retryable(exc):
+                    log.error("sync refused, not retrying: %s", exc)
+                    raise
                 log.warning("sync failed (will retry in %.0f s): %s", interval, exc)
             stop.wait(interval)
 
@@ -352,6 +359,12 @@ class Simulator:
         self.stop()
         self._pool.shutdown(wait=True)
         self.kube.close()
+
+
+def retryable(err: ClusterError) -> bool:
+    """The simulator's rule: :func:`gpucluster.kube.transient`, plus 404 (a node or slice deleted between the
+    sync's list and its write: the next sync lists again and recreates it)."""
+    return kube.transient(err) or (isinstance(err, ApiError) and err.status == 404)
 
 
 def summarize_notes(notes: dict[str, list[str]]) -> list[str]:

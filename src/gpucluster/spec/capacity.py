@@ -6,17 +6,15 @@ pool straight from the spec.
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpucluster import catalog, devices
+from gpucluster import devices
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClusterSpec, NodePool
 
 
-def sharing_args(spec: ClusterSpec, pool: NodePool) -> dict[str, Any]:
-    """The keyword arguments of :mod:`gpucluster.devices` for one pool, straight from the spec."""
+def sharing(spec: ClusterSpec, pool: NodePool) -> devices.Sharing:
+    """One pool's sharing settings for :mod:`gpucluster.devices`, straight from the spec."""
     mode = pool.sharing.mode.value
-    return dict(
+    return devices.Sharing(
         mode=mode,
         replicas=pool.sharing.replicas or 1,
         rename_by_default=pool.sharing.rename_by_default,
@@ -31,7 +29,7 @@ def cluster_gpu_capacity(spec: ClusterSpec) -> int:
     total = 0
     for pool in spec.gpu_pools:
         if pool.gpu and pool.uses_device_plugin:
-            res = devices.advertised_resources(catalog.get(pool.gpu.model), pool.gpu.count, **sharing_args(spec, pool))
+            res = devices.advertised_resources(pool.gpu.count, sharing(spec, pool))
             total += len(pool.hosts) * res.get("nvidia.com/gpu", 0)
         elif pool.gpu and pool.uses_dra and pool.extended_resource and spec.dra.enabled:
             total += len(pool.hosts) * pool.gpu.count

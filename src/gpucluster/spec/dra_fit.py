@@ -8,6 +8,9 @@ From that, :func:`problems` finds:
 
 - a DeviceClass that matches no device (error; a warning when no pool uses DRA yet), naming the nearest
   devices and what they report (an "80Gi" class next to H100s that report 79.6Gi);
+- a DeviceClass whose selector Kubernetes cannot evaluate: it does not compile, or its evaluation fails on
+  a device (a missing attribute, a wrong type), which fails the allocation of a claim that reaches it
+  (error);
 - a claim template none of whose alternatives one node can satisfy (DRA allocates a claim on one node);
 - a tenant whose quota for a class exceeds what the whole cluster could ever allocate of it (warning).
 
@@ -25,15 +28,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
 
-from kubernetes.utils import parse_quantity
-
 from gpucluster import catalog, cel, devices
 from gpucluster.catalog import GpuModel
-from gpucluster.devices import DRA_CHART_DEVICE_CLASSES, DRA_DRIVER, DRA_EXTENDED_CLASS, Device
+from gpucluster.devices import Device
 from gpucluster.errors import Problem
+from gpucluster.quantity import parse_quantity
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClaimAlternative, ClusterSpec, NodePool, SharingMode
 from gpucluster.spec.selectors import chart_class_cel, device_class_cel, extended_class_cel
+from gpucluster.upstream import DRA_BRAND, DRA_CHART_DEVICE_CLASSES, DRA_DRIVER, DRA_EXTENDED_CLASS
 
 GIB = Decimal(2**30)
 
@@ -49,8 +52,8 @@ class PoolDevices:
     devices: tuple[tuple[Device, dict], ...]  # (expected device, its ResourceSlice entry)
 
 
-#: What validation knows each device will report; a selector term on anything else (uuid, pciBusID, the
-#: CUDA driver version, ...) cannot be predicted from the spec and is reported as not checked.
+#: What validation knows each device will report; a selector on anything else (uuid, pciBusID, the CUDA
+#: driver version, ...) cannot be predicted from the spec and is reported as not checked.
 KNOWN_ATTRIBUTES = frozenset({"type", "productName", "architecture", "cudaComputeCapability", "profile", "brand",
                               "driverVersion"})
 KNOWN_CAPACITIES = frozenset({"memory"})
@@ -63,7 +66,7 @@ def _semver(version: str) -> str:
 
 def _entry(spec: ClusterSpec, model: GpuModel, d: Device) -> dict:
     attrs = {"type": {"string": d.type}, "productName": {"string": d.product_name},
-             "architecture": {"string": model.architecture}, "brand": {"string": devices.DRA_BRAND},
+             "architecture": {"string": model.architecture}, "brand": {"string": DRA_BRAND},
              "cudaComputeCapability": {"version": _semver(model.compute_capability)},
              "driverVersion": {"version": _semver(spec.gpu_operator.driver.version)}}
     if d.profile:
@@ -71,15 +74,40 @@ def _entry(spec: ClusterSpec, model: GpuModel, d: Device) -> dict:
     return {"name": d.name, "attributes": attrs, "capacity": {"memory": {"value": str(d.memory_bytes)}}}
 
 
-def unknown_terms(program: list[cel.Term]) -> list[str]:
-    """Terms on attributes or capacities validation cannot predict (see :data:`KNOWN_ATTRIBUTES`)."""
+_REFERENCE = re.compile(r"device\.(attributes|capacity)\[\s*'[^']*'\s*\]\s*\.\??\s*(\w+)"
+                        r"|device\.(attributes|capacity)\[\s*'[^']*'\s*\]\s*\[\s*'([^']*)'\s*\]")
+_MISSING_KEY = re.compile(r"no such key: (\w+)")
+
+
+def unknown_terms(program: cel.Program) -> list[str]:
+    """Attributes or capacities the selector names that validation cannot predict (see
+    :data:`KNOWN_ATTRIBUTES`), as ``attribute uuid`` / ``capacity bandwidth``."""
     out = []
-    for t in program:
-        if t.kind in ("attr_eq", "attr_in", "attr_contains", "semver_ge") and t.args[1] not in KNOWN_ATTRIBUTES:
-            out.append(t.text)
-        elif t.kind == "cap_ge" and t.args[1] not in KNOWN_CAPACITIES:
-            out.append(t.text)
+    for m in _REFERENCE.finditer(program.expression):
+        kind, name = (m[1], m[2]) if m[1] else (m[3], m[4])
+        known = KNOWN_ATTRIBUTES if kind == "attributes" else KNOWN_CAPACITIES
+        label = f"{'attribute' if kind == 'attributes' else 'capacity'} {name}"
+        if name not in known and label not in out:
+            out.append(label)
     return out
+
+
+def failures(pools: list[PoolDevices], program: cel.Program) -> list[str]:
+    """Where Kubernetes' evaluation of the selector fails on a device the pools publish (one line per
+    distinct failure, naming the device)."""
+    seen: dict[str, str] = {}
+    for pd in pools:
+        for d, entry in pd.devices:
+            outcome = cel.evaluate(program, DRA_DRIVER, entry)
+            if outcome.error and outcome.error not in seen:
+                seen[outcome.error] = f"on {d.product_name} {d.type} devices of pool {pd.pool}: {outcome.error}"
+    return list(seen.values())
+
+
+def unpredictable_failure(failure: str) -> bool:
+    """A missing key that validation's devices lack but real devices publish (uuid, pciBusID, ...)."""
+    m = _MISSING_KEY.search(failure)
+    return m is not None and m[1] not in KNOWN_ATTRIBUTES | KNOWN_CAPACITIES
 
 
 def published(spec: ClusterSpec) -> list[PoolDevices]:
@@ -124,9 +152,9 @@ def _mig_max(model_key: str, profiles: tuple[str, ...]) -> int:
     return best
 
 
-def at_once(pd: PoolDevices, program: list[cel.Term]) -> int:
+def at_once(pd: PoolDevices, program: cel.Program) -> int:
     """How many devices matching ``program`` one node of the pool can have allocated at the same time."""
-    hits = [d for d, entry in pd.devices if cel.matches(program, DRA_DRIVER, entry)]
+    hits = [d for d, entry in pd.devices if cel.evaluate(program, DRA_DRIVER, entry).matched]
     if not pd.dynamic:
         return len(hits)
     total = 0
@@ -161,7 +189,7 @@ def _why(term: cel.Term, entry: dict) -> str:
     return f"fails {term.text}"
 
 
-def nearest(pools: list[PoolDevices], program: list[cel.Term], limit: int = 3) -> list[str]:
+def nearest(pools: list[PoolDevices], program: cel.Program, limit: int = 3) -> list[str]:
     """The devices that fail the fewest terms, each with what it reports for those terms."""
     seen: dict[tuple[str, str, str | None], tuple[int, str]] = {}
     for pd in pools:
@@ -178,9 +206,9 @@ def nearest(pools: list[PoolDevices], program: list[cel.Term], limit: int = 3) -
     return [text for n, text in ranked if n == best][:limit]
 
 
-def _memory_hint(program: list[cel.Term], pools: list[PoolDevices]) -> str:
+def _memory_hint(program: cel.Program, pools: list[PoolDevices]) -> str:
     """For a memory floor just above what a device reports: the decimal value that includes it."""
-    for term in program:
+    for term in program.terms:
         if term.kind != "cap_ge" or term.args[1] != "memory":
             continue
         asked = cel.capacity({"capacity": {"x": {"value": term.args[2]}}}, "", "x") or Decimal(0)
@@ -204,47 +232,64 @@ def problems(spec: ClusterSpec) -> list[Problem]:
     pools = published(spec)
     out: list[Problem] = []
     exprs = class_expressions(spec)
-    programs: dict[str, list[cel.Term] | None] = {}
+    programs: dict[str, cel.Program | None] = {}
     why: dict[str, str] = {}
+    broken: dict[str, str] = {}  # the class's selector fails in Kubernetes: the reason
     for name, expr in exprs.items():
+        programs[name] = None
         try:
-            programs[name] = cel.compile_expr(expr)
-            unknown = unknown_terms(programs[name] or [])
-            if unknown:
-                programs[name], why[name] = None, f"it tests what the spec cannot predict ({unknown[0]})"
+            program = cel.compile_expr(expr)
         except cel.Unsupported as err:
-            programs[name], why[name] = None, f"extra CEL outside the subset gpucluster evaluates ({err})"
+            why[name] = f"extra CEL outside what gpucluster evaluates ({err})"
+            continue
+        except cel.CompileError as err:
+            broken[name] = f"its selector does not compile in Kubernetes' DRA environment: {err}"
+            continue
+        failed = failures(pools, program)
+        unknown = unknown_terms(program)
+        if unknown or any(unpredictable_failure(f) for f in failed):
+            why[name] = f"it tests what the spec cannot predict ({(unknown or failed)[0]})"
+        elif failed:
+            broken[name] = (f"evaluating its selector fails {failed[0]}; the scheduler fails the allocation of "
+                            "every claim whose search reaches such a device")
+        else:
+            programs[name] = program
     for i, dc in enumerate(spec.dra.device_classes):
         path = f"dra.deviceClasses[{i}]"
-        program = programs[dc.name]
-        if program is None:
+        checked = programs[dc.name]
+        if dc.name in broken:
+            out.append(Problem(f"{path}.selector", f"DeviceClass {dc.name!r}: {broken[dc.name]}",
+                               "test the device type first, guard optional attributes with has(...) or "
+                               "device.attributes[...].?name.orValue(...), and compare like types"))
+            continue
+        if checked is None:
             out.append(Problem(f"{path}.selector.cel", f"DeviceClass {dc.name!r} is not checked against the pools' "
                                f"devices: {why[dc.name]}", "verify checks it against the published devices "
                                "(deviceclass-matches)", "warning"))
             continue
-        if any(at_once(pd, program) for pd in pools):
+        if any(at_once(pd, checked) for pd in pools):
             continue
         if not pools:
             out.append(Problem(path, f"DeviceClass {dc.name!r} matches no device: no node pool uses DRA",
                                "set dra: true on the pools whose GPUs it should select", "warning"))
             continue
-        near = nearest(pools, program)
+        near = nearest(pools, checked)
         detail = f"; nearest: {' | '.join(near)}" if near else ""
         out.append(Problem(path, f"DeviceClass {dc.name!r} matches none of the devices the DRA pools publish"
-                           f"{detail}", _memory_hint(program, pools) or "loosen the selector, or add a pool "
+                           f"{detail}", _memory_hint(checked, pools) or "loosen the selector, or add a pool "
                            "whose GPUs it selects"))
     out += _templates(spec, pools, programs)
     out += _quotas(spec, pools, programs)
     return out
 
 
-def _best_node(pools: list[PoolDevices], program: list[cel.Term]) -> tuple[int, str]:
+def _best_node(pools: list[PoolDevices], program: cel.Program) -> tuple[int, str]:
     """The most matching devices one node can hold at once, and the pool that has it."""
     return max(((at_once(pd, program), pd.pool) for pd in pools), default=(0, ""))
 
 
 def _templates(spec: ClusterSpec, pools: list[PoolDevices],
-               programs: dict[str, list[cel.Term] | None]) -> Iterable[Problem]:
+               programs: dict[str, cel.Program | None]) -> Iterable[Problem]:
     if not pools:
         return  # no DRA pool yet: the classes' warnings say so
     for i, t in enumerate(spec.dra.claim_templates):
@@ -275,7 +320,7 @@ def _templates(spec: ClusterSpec, pools: list[PoolDevices],
 
 
 def _quotas(spec: ClusterSpec, pools: list[PoolDevices],
-            programs: dict[str, list[cel.Term] | None]) -> Iterable[Problem]:
+            programs: dict[str, cel.Program | None]) -> Iterable[Problem]:
     for i, t in enumerate(spec.tenants):
         for cls, n in t.quota.device_classes.items():
             program = programs.get(cls)

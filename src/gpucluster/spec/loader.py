@@ -1,8 +1,9 @@
 """Read ``cluster.yaml`` safely and turn every problem into a :class:`SpecError` with spec paths.
 
-Guards, each giving one clear error fast: a missing path, a file over :data:`MAX_BYTES`, bytes that
-are not UTF-8, malformed YAML (with line and column), an empty file, a top level that is not a
-mapping, and YAML aliases that expand past :data:`MAX_NODES` (the "billion laughs" bomb).
+Guards, each giving one clear error fast: a missing path, a directory or unreadable file, a file over
+:data:`MAX_BYTES`, bytes that are not UTF-8, malformed YAML (with line and column), an empty file, a top
+level that is not a mapping, YAML aliases that expand past :data:`MAX_NODES` (the "billion laughs"
+bomb), and integers beyond 64 bits (Python refuses to convert more than 4300 digits at all).
 """
 
 from __future__ import annotations
@@ -24,29 +25,49 @@ MAX_NODES = 200_000
 #: the recursive steps after parsing), refused before any of them runs.
 MAX_DEPTH = 64
 SPEC_FILE = "cluster.yaml"
+_INT_TAG = "tag:yaml.org,2002:int"
+#: The widest integer any setting takes: Kubernetes' int64 (quotas, counts, priorities).
+INT_RANGE = (-(2**63), 2**63 - 1)
+#: An integer scalar longer than this is out of range whatever its base; shorter ones are converted and compared.
+_MAX_INT_CHARS = 72
 
 
 def spec_path(inventory: str | Path) -> Path:
     """Accept an inventory folder (``inventories/lab``) or the spec file itself."""
     path = Path(inventory)
-    if path.is_dir():
-        path = path / SPEC_FILE
-    if not path.exists():
-        hint = "pass an inventory folder holding cluster.yaml, e.g. -i inventories/local"
-        raise InputError(f"{path}: no such file ({hint})")
-    if not path.is_file():
-        raise InputError(f"{path}: not a regular file")
+    try:
+        if path.is_dir():
+            path = path / SPEC_FILE
+        if not path.exists():
+            hint = "pass an inventory folder holding cluster.yaml, e.g. -i inventories/local"
+            raise InputError(f"{path}: no such file ({hint})")
+        if path.is_dir():
+            raise InputError(f"{path}: a folder where the spec file should be (give the inventory folder that holds "
+                             f"{SPEC_FILE} as a file, or the spec file itself)")
+        if not path.is_file():
+            raise InputError(f"{path}: not a regular file (a device, pipe or socket); give the spec file itself")
+    except OSError as err:  # a folder on the way that may not be searched
+        raise InputError(f"{path}: cannot be read: {err.strerror or err} (check the permissions of the folders on "
+                         "the way)") from None
     return path
 
 
 def read_yaml(path: Path) -> Any:
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise InputError(
-            f"{path}: the file is {size / 1e6:.1f} MB; a cluster spec is at most {MAX_BYTES // (1024 * 1024)} MiB "
-            "(is this the right file?)"
-        )
-    raw = path.read_bytes()
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise InputError(
+                f"{path}: the file is {size / 1e6:.1f} MB; a cluster spec is at most {MAX_BYTES // (1024 * 1024)} "
+                "MiB (is this the right file?)"
+            )
+        with path.open("rb") as f:  # read at most one byte past the limit, whatever stat said
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as err:
+        raise InputError(f"{path}: cannot be read: {err.strerror or err} (check that the file is readable by this "
+                         "user, e.g. ls -l)") from None
+    if len(raw) > MAX_BYTES:
+        raise InputError(f"{path}: the file holds more than {MAX_BYTES // (1024 * 1024)} MiB; a cluster spec is "
+                         "smaller (is this the right file?)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -84,10 +105,12 @@ def _yaml_msg(err: yaml.YAMLError) -> str:
 
 
 def _check_shape(path: Path, root: yaml.Node) -> None:
-    """Refuse input nested deeper than :data:`MAX_DEPTH`, and keys given twice in one mapping.
+    """Refuse input nested deeper than :data:`MAX_DEPTH`, keys given twice in one mapping, and integers
+    outside :data:`INT_RANGE`.
 
     Iterative (the steps after it recurse). YAML itself lets the last of two equal keys win, so a second
     ``gpu:`` in a pool would silently replace the first; every duplicate is reported with both lines.
+    Integers are checked before they are constructed: Python's ``int()`` raises on more than 4300 digits.
     """
     problems: list[Problem] = []
     stack: list[tuple[yaml.Node, str, int]] = [(root, "", 1)]
@@ -101,11 +124,20 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
         if id(node) in seen:  # an alias: its node was checked where it was defined
             continue
         seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
+        if isinstance(node, yaml.ScalarNode) and node.tag == _INT_TAG:
+            problem = _int_problem(where, node)
+            if problem is not None:
+                problems.append(problem)
+        elif isinstance(node, yaml.MappingNode):
             first: dict[str, int] = {}
             for key, value in node.value:
                 name = key.value if isinstance(key, yaml.ScalarNode) else None
                 child = f"{where}.{name}" if where else str(name)
+                if isinstance(key, yaml.ScalarNode) and key.tag == _INT_TAG:
+                    problem = _int_problem(f"{where}.{key.value[:20]}" if where else key.value[:20], key)
+                    if problem is not None:
+                        problems.append(problem)
+                        continue
                 if name is not None and name != "<<":
                     line = key.start_mark.line + 1
                     if name in first:
@@ -119,6 +151,20 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
             stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(node.value))
     if problems:
         raise SpecError(str(path), problems)
+
+
+def _int_problem(where: str, node: yaml.ScalarNode) -> Problem | None:
+    """A problem when an integer scalar lies outside :data:`INT_RANGE` (or is too long to convert)."""
+    text = node.value
+    value = None
+    if len(text) <= _MAX_INT_CHARS:
+        value = yaml.constructor.SafeConstructor().construct_yaml_int(node)
+        if INT_RANGE[0] <= value <= INT_RANGE[1]:
+            return None
+    shown = text if len(text) <= 24 else f"{text[:12]}...{text[-4:]} ({len(text)} characters)"
+    return Problem(where or "(top level)", f"line {node.start_mark.line + 1}: the integer {shown} is beyond any "
+                   f"setting's range (64 bits: at most {INT_RANGE[1]})",
+                   "check the value; if it is meant as text, quote it")
 
 
 def _check_expansion(path: Path, root: yaml.Node) -> None:
@@ -155,17 +201,18 @@ def load_spec(inventory: str | Path) -> ClusterSpec:
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as err:
-        problems = problems_from_pydantic(err, data)
+        problems = problems_from_pydantic(err)
         raise SpecError(str(path), problems + _cross_field_despite(err, data, problems)) from None
     problems = validate(spec)
     if any(p.severity == "error" for p in problems):
         raise SpecError(str(path), problems)
-    spec.__dict__["_warnings"] = [p for p in problems if p.severity == "warning"]
+    spec.record_warnings(problems)
     return spec
 
 
 def warnings_of(spec: ClusterSpec) -> list[Problem]:
-    return list(spec.__dict__.get("_warnings", []))
+    """Validation's warnings about a loaded spec (``spec.warnings``)."""
+    return spec.warnings
 
 
 def format_loc(loc: tuple) -> str:
@@ -180,7 +227,7 @@ def format_loc(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def problems_from_pydantic(err: ValidationError, data: Any) -> list[Problem]:
+def problems_from_pydantic(err: ValidationError) -> list[Problem]:
     problems = []
     for e in err.errors():
         loc = e["loc"]

@@ -14,36 +14,43 @@ import re
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from gpucluster import components, versions
+from gpucluster import components, upstream, versions
+from gpucluster.errors import Problem
+from gpucluster.spec.names import check_address, check_ansible_vars, check_count, check_ifname, check_subject
 from gpucluster.spec.quantity import check_cpu, check_duration, check_memory
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
-TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>[A-Za-z]+)$")
+# Every pattern is used with fullmatch: `match` with `$` also accepts a trailing newline ("gpu\n"),
+# which would then be rendered into object names and command lines.
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+                               re.DOTALL)
+LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?")
+TAINT = re.compile(r"(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>[A-Za-z]+)")
 
 
 def _dns_label(value: str) -> str:
-    if not DNS1123_LABEL.match(value):
+    if not DNS1123_LABEL.fullmatch(value):
+        fixed = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")[:63].rstrip("-")
         raise ValueError(
             f"{value!r} is not a valid DNS-1123 name: use at most 63 lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit"
+            f"starting and ending with a letter or digit{f'; hint: e.g. {fixed!r}' if fixed else ''}"
         )
     return value
 
 
 def check_label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
-    if prefix and not DNS1123_SUBDOMAIN.match(prefix):
-        raise ValueError(f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain (lowercase, dots)")
-    if not LABEL_NAME.match(name):
+    if prefix and not DNS1123_SUBDOMAIN.fullmatch(prefix):
+        raise ValueError(f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain (lowercase, dots); "
+                         "hint: e.g. gpucluster.dev/tier")
+    if not LABEL_NAME.fullmatch(name):
         raise ValueError(
             f"label key {key!r}: name part must be at most 63 characters of letters, digits, '-', '_' "
-            "or '.', starting and ending with a letter or digit"
+            "or '.', starting and ending with a letter or digit; hint: e.g. gpucluster.dev/tier"
         )
     return key
 
@@ -51,12 +58,17 @@ def check_label_key(key: str) -> str:
 def _labels(value: dict[str, str]) -> dict[str, str]:
     for key, val in value.items():
         check_label_key(key)
-        if not LABEL_VALUE.match(str(val)):
-            raise ValueError(f"label {key}: value {val!r} is not a valid label value")
+        if not LABEL_VALUE.fullmatch(str(val)):
+            raise ValueError(f"label {key}: value {val!r} is not a valid label value; hint: a label value is at "
+                             "most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
     return value
 
 
 Name = Annotated[str, AfterValidator(_dns_label)]
+Address = Annotated[str, AfterValidator(check_address)]
+InterfaceName = Annotated[str, AfterValidator(check_ifname)]
+Subject = Annotated[str, AfterValidator(check_subject)]
+Count = Annotated[int, AfterValidator(check_count)]
 Labels = Annotated[dict[str, str], AfterValidator(_labels)]
 Memory = Annotated[str, AfterValidator(check_memory)]
 Cpu = Annotated[str, AfterValidator(check_cpu)]
@@ -81,7 +93,7 @@ class ChartRef(Model):
     @field_validator("version")
     @classmethod
     def _exact(cls, v: str) -> str:
-        if not re.fullmatch(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", v):
+        if not re.fullmatch(r"v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", v):
             raise ValueError(f"chart version {v!r} is not an exact version; pin one, e.g. 1.2.3")
         return v
 
@@ -102,7 +114,9 @@ class HostRole(str, Enum):
 
 class Host(Model):
     name: Name
-    address: str = Field(description="IP address or DNS name Ansible connects to.")
+    address: Address = Field(
+        description="IP address or DNS name (RFC 1123) Ansible connects to. Every host has its own (outside the "
+        "local world) and none lies inside kubernetes.podSubnet or serviceSubnet.")
     roles: list[HostRole] = Field(default_factory=lambda: [HostRole.worker])
     os: Literal["debian12", "ubuntu22.04", "ubuntu24.04", "rhel9"] = Field(
         default="ubuntu24.04",
@@ -110,8 +124,15 @@ class Host(Model):
         "on debian12 need gpuOperator.driver.managedBy: host.",
     )
     ansible_vars: dict[str, object] = Field(
-        default_factory=dict, description="Extra per-host Ansible variables (ansible_user, ...)."
+        default_factory=dict, description="Extra per-host Ansible variables (ansible_user, ...). ansible_host (an IP "
+        "address or host name), ansible_port and ansible_user are checked: `verify --hosts ssh` connects with them "
+        "too.",
     )
+
+    @field_validator("ansible_vars")
+    @classmethod
+    def _connection_vars(cls, v: dict[str, object]) -> dict[str, object]:
+        return check_ansible_vars(v)
 
 
 class SharingMode(str, Enum):
@@ -183,15 +204,18 @@ class Taint(Model):
 def parse_taint(value: object) -> object:
     """Accept ``key=value:Effect`` strings as well as mappings."""
     if isinstance(value, str):
-        m = TAINT.match(value)
+        m = TAINT.fullmatch(value)
         if not m:
-            raise ValueError(f"taint {value!r} must look like key=value:NoSchedule")
+            raise ValueError(f"taint {value!r} is not a taint; hint: write it like key=value:NoSchedule (effects: "
+                             "NoSchedule, PreferNoSchedule, NoExecute)")
         return {"key": m["key"], "value": m["value"] or "", "effect": m["effect"]}
     return value
 
 
 class Rdma(Model):
-    interfaces: list[str] = Field(min_length=1, description="RDMA-capable netdevs, e.g. ibp12s0 or ens1f0np0.")
+    interfaces: list[InterfaceName] = Field(
+        min_length=1, description="RDMA-capable netdevs, e.g. ibp12s0 or ens1f0np0 (Linux interface names: at most "
+        "15 letters, digits, '_', '.' or '-').")
     link_type: Literal["infiniband", "ether"] = "infiniband"
     resource_name: str = Field(
         default="rdma_shared_device_a", description="Resource pods request as rdma/<resourceName>."
@@ -234,6 +258,12 @@ class NodePool(Model):
         return bool(self.gpu) and self.dra
 
     @property
+    def shares_gpus(self) -> bool:
+        """Whether the device plugin hands each GPU of this pool to several pods (time-slicing or MPS with
+        replicas > 1, :func:`gpucluster.upstream.shares_gpus`)."""
+        return self.uses_device_plugin and upstream.shares_gpus(self.sharing.mode.value, self.sharing.replicas)
+
+    @property
     def effective_taints(self) -> list[Taint]:
         if self.taints is not None:
             return self.taints
@@ -254,7 +284,7 @@ class Kubernetes(Model):
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not re.fullmatch(r"v?\d+\.\d+\.\d+", v):
+        if not re.fullmatch(r"v?[0-9]+\.[0-9]+\.[0-9]+", v):
             raise ValueError(f"{v!r} is not a Kubernetes version like 1.37.2")
         return v.lstrip("v")
 
@@ -314,7 +344,7 @@ class DriverUpgradePolicy(Model):
             if v < 0:
                 raise ValueError("maxUnavailable must be >= 0")
             return v
-        if not re.fullmatch(r"(100|[1-9]?\d)%", v):
+        if not re.fullmatch(r"(100|[1-9]?[0-9])%", v):
             raise ValueError(f"{v!r} is neither a node count nor a percentage like 25%")
         return v
 
@@ -375,7 +405,7 @@ class DeviceSelector(Model):
     @field_validator("min_compute_capability")
     @classmethod
     def _cc(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"\d+\.\d+", v):
+        if v is not None and not re.fullmatch(r"[0-9]+\.[0-9]+", v):
             raise ValueError(f"{v!r} is not a compute capability like 9.0")
         return v
 
@@ -487,7 +517,7 @@ class SecondaryNetwork(Model):
 
     name: Name
     type: Literal["macvlan", "host-device", "ipoib"] = "macvlan"
-    master: str = Field(description="Parent interface on the host.")
+    master: InterfaceName = Field(description="Parent interface on the host (a Linux interface name).")
     cidr: str
     namespaces: list[str] = Field(default_factory=list, description="Tenant namespaces that get it.")
     resource_name: str | None = Field(default=None, description="rdma/<name> resource tied to it.")
@@ -555,15 +585,17 @@ class Quota(Model):
     cpu: Cpu | None = None
     memory: Memory | None = None
     pods: int | None = Field(default=None, ge=0)
-    device_classes: dict[str, int] = Field(
+    device_classes: dict[str, Count] = Field(
         default_factory=dict,
         description="DRA: the DeviceClasses this tenant may claim, with devices per class "
-        "(<class>.deviceclass.resource.k8s.io/devices). Claims on any other class are refused at admission.",
+        "(<class>.deviceclass.resource.k8s.io/devices). Claims on any other class are refused at admission. "
+        "Counts are 0 or more.",
     )
-    extended: dict[str, int] = Field(
+    extended: dict[str, Count] = Field(
         default_factory=dict,
         description="Other extended resources, e.g. nvidia.com/mig-1g.10gb: 7, nvidia.com/gpu.shared: 4, "
-        "rdma/rdma_shared_device_a: 2. Every GPU or RDMA resource the cluster offers that is not named here is 0.",
+        "rdma/rdma_shared_device_a: 2. Every GPU or RDMA resource the cluster offers that is not named here is 0; "
+        "counts are 0 or more.",
     )
 
 
@@ -592,8 +624,10 @@ class Tenant(Model):
         description="PriorityClasses this tenant's pods and Volcano jobs may name (an admission policy refuses "
         "others); pods that name none run at priority 0.",
     )
-    admins: list[str] = Field(default_factory=list, description="Groups bound to the tenant-admin Role.")
-    users: list[str] = Field(default_factory=list, description="Groups bound to the tenant-user Role.")
+    admins: list[Subject] = Field(default_factory=list, description="Groups bound to the tenant-admin Role (never "
+                                  "system:* groups: Kubernetes reserves that prefix).")
+    users: list[Subject] = Field(default_factory=list, description="Groups bound to the tenant-user Role (never "
+                                 "system:* groups).")
     claim_templates: list[str] = Field(default_factory=list, description="dra.claimTemplates offered here.")
     container_defaults: ContainerDefaults = Field(default_factory=ContainerDefaults)
     egress_cidrs: list[str] = Field(
@@ -626,7 +660,7 @@ class Alerts(Model):
 class Monitoring(Model):
     enabled: bool = True
     namespace: Name = "monitoring"
-    prometheus_label: dict[str, str] = Field(
+    prometheus_label: Labels = Field(
         default_factory=lambda: {"release": "prometheus"}, description="Label the Prometheus selects rules by."
     )
     alerts: Alerts = Field(default_factory=Alerts)
@@ -638,6 +672,10 @@ class Cost(Model):
 
 
 # --- the whole spec ---------------------------------------------------------------------------
+
+
+#: The local world's environment: every host is simulated on this machine, so they share its address.
+LOCAL_ENVIRONMENT = "local"
 
 
 class Metadata(Model):
@@ -659,6 +697,17 @@ class ClusterSpec(Model):
     tenants: list[Tenant] = Field(default_factory=list)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     cost: Cost = Field(default_factory=Cost)
+    #: What validation warned about when the spec was loaded; not a key of the YAML (never read or dumped).
+    _warnings: list[Problem] = PrivateAttr(default_factory=list)
+
+    @property
+    def warnings(self) -> list[Problem]:
+        """The warnings :func:`gpucluster.spec.load_spec` found (errors refuse the spec instead)."""
+        return list(self._warnings)
+
+    def record_warnings(self, problems: list[Problem]) -> None:
+        """Keep validation's warnings with the spec they are about (the loader's job)."""
+        self._warnings = [p for p in problems if p.severity == "warning"]
 
     # Convenience lookups used across the render core.
     def host(self, name: str) -> Host:

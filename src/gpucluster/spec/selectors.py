@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from gpucluster import catalog
 from gpucluster.cel import cel_list, cel_string
-from gpucluster.devices import DRA_DRIVER
 from gpucluster.spec.model import ClusterSpec, DeviceClass
+from gpucluster.upstream import DRA_DRIVER
 
 #: The type each DeviceClass of the DRA chart selects (tests/upstream/facts/dra-driver.yaml
 #: deviceclass-gpu-selector, deviceclass-mig-selector, deviceclass-vfio-selector).

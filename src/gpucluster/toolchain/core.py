@@ -128,7 +128,7 @@ def _build(
         if tools[0].kind == "crds":
             out = tmp / "crds"
             out.mkdir()
-            gobuild.generate_crds(done["controller-gen"], out, log, say)
+            gobuild.generate_crds(done["controller-gen"], tools[0], out, log, say)
         elif tools[0].kind == "c":
             for tool in tools:
                 gobuild.build_c(tool, tmp, log)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpucluster.errors import GoMissing, ToolError
-from gpucluster.toolchain.versions import CRD_PACKAGES, MIN_GO, Tool, wrappers_root
+from gpucluster.toolchain.versions import MIN_GO, Tool, wrappers_root
 
 Progress = Callable[[str], None]
 
@@ -222,16 +222,17 @@ def default_binary_name(package: str) -> str:
     return parts[-1]
 
 
-def generate_crds(controller_gen: Path, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
-    """Run controller-gen over :data:`CRD_PACKAGES` (resolved in ``tools/crds``) into ``out_dir``.
+def generate_crds(controller_gen: Path, tool: Tool, out_dir: Path, log: Path, progress: Progress | None = None) -> None:
+    """Run controller-gen over ``tool.crd_packages`` (resolved in its wrapper module) into ``out_dir``.
 
-    Descriptions are dropped (``maxDescLen=0``): validation is unchanged and the Prometheus-family
-    CRDs shrink from megabytes to a size the local API server loads quickly.
+    Descriptions are dropped (``maxDescLen=0`` in the default options): validation is unchanged and
+    the Prometheus-family CRDs shrink from megabytes to a size the local API server loads quickly.
     """
-    module_dir = wrappers_root() / "crds"
-    cmd = [str(controller_gen), "crd:crdVersions=v1,maxDescLen=0"]
-    cmd += [f"paths={pkg}" for pkg in CRD_PACKAGES]
+    if not tool.crd_packages:
+        raise ToolError(f"{tool.name} names no API packages for controller-gen (crd_packages)")
+    cmd = [str(controller_gen), tool.crd_options]
+    cmd += [f"paths={pkg}" for pkg in tool.crd_packages]
     cmd += [f"output:crd:dir={out_dir}"]
-    _run_logged(cmd, module_dir, log, "CRDs", progress)
+    _run_logged(cmd, _module_dir(tool.module), log, f"{tool.name} CRDs", progress)
     if not any(out_dir.glob("*.yaml")):
-        raise ToolError(f"controller-gen produced no CRDs; log: {log}")
+        raise ToolError(f"controller-gen produced no CRDs for {tool.name}; log: {log}")

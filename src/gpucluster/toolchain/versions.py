@@ -32,6 +32,8 @@ PULUMI_KUBERNETES = f"v{versions.PULUMI_KUBERNETES_PROVIDER}"
 VOLCANO = versions.VOLCANO_LOCAL
 K8S_DEVICE_PLUGIN = versions.K8S_DEVICE_PLUGIN
 PAUSE = versions.PAUSE
+#: k8s.io/dynamic-resource-allocation is a staging module: v0.<minor>.<patch> of the Kubernetes pin.
+DRA_LIBRARY = "v0." + KUBERNETES.split(".", 1)[1]
 
 #: Oldest Go that builds every pinned module (their go.mod files say go 1.24 … 1.26).
 MIN_GO = (1, 24)
@@ -59,8 +61,9 @@ class Tool:
     ``module`` is the wrapper folder under ``tools/``; ``package`` the Go main package to build.
     ``version_args`` runs the binary to learn its version (for reusing one found on PATH);
     ``version_text`` is the substring that output must contain for an exact match.
-    ``kind`` is ``"go"`` for a ``go build``, ``"crds"`` for controller-gen output, ``"c"`` for a
-    static C program compiled from a file (``package``) of the wrapper module's main requirement, or
+    ``kind`` is ``"go"`` for a ``go build``, ``"crds"`` for controller-gen output (over
+    ``crd_packages``, resolved in the wrapper module, with ``crd_options``), ``"c"`` for a static C
+    program compiled from a file (``package``) of the wrapper module's main requirement, or
     ``"c-shared"`` for a shared library (``go build -buildmode=c-shared``) named ``output``.
     """
 
@@ -84,6 +87,10 @@ class Tool:
     generate: str = ""
     #: The file name in the cache when it is not the tool's name (a library's soname).
     output: str = ""
+    #: For ``kind="crds"``: the Go API packages controller-gen reads, and its CRD generator options
+    #: (descriptions dropped: validation is unchanged and the CRDs load quickly).
+    crd_packages: tuple[str, ...] = ()
+    crd_options: str = "crd:crdVersions=v1,maxDescLen=0"
 
     @property
     def binary(self) -> str:
@@ -129,6 +136,11 @@ def _k8s(name: str, *, optional: bool = False, version_args: tuple[str, ...] = (
         optional=optional,
     )
 
+
+#: Go API packages (inside tools/crds) that controller-gen turns into CRDs.
+CRD_PACKAGES: tuple[str, ...] = (
+    "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",
+)
 
 _ALL: list[Tool] = [
     _k8s("kube-apiserver"),
@@ -181,6 +193,7 @@ _ALL: list[Tool] = [
         kind="crds",
         needs=("controller-gen",),
         version_args=(),
+        crd_packages=CRD_PACKAGES,
     ),
     # promtool checks and unit-tests the rendered PrometheusRule (Prometheus 3.16.0 = module v0.316.0).
     Tool(
@@ -309,9 +322,20 @@ _ALL: list[Tool] = [
         optional=True,
         output="libnvidia-ml.so.1",
     ),
-    # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds). Optional until
-    # generate_crds reads the tool's own module and packages (it only knows tools/crds today);
-    # gpucluster.local.volcano generates them itself meanwhile.
+    # The CEL oracle of the upstream tier (tests/upstream/test_cel_upstream.py): the DRA library's own
+    # selector evaluation (k8s.io/dynamic-resource-allocation at the Kubernetes pin's staging version) and
+    # resource.ParseQuantity, over JSON; our small main (tools/dra-cel). Optional: only that test runs it.
+    Tool(
+        name="dra-cel",
+        version=f"{DRA_LIBRARY}-{_source_digest('dra-cel')}",
+        module="dra-cel",
+        package="gpucluster.local/tools/dra-cel",
+        version_args=(),
+        optional=True,
+    ),
+    # Volcano CRDs from the volcano.sh/apis v1.14.0 Go types (tools/volcano-crds), with the options
+    # volcano's own `make manifests` uses. Optional: gpucluster.addons.volcano uses it when built and
+    # otherwise generates the same itself.
     Tool(
         name="volcano-crds",
         version=f"apis-{versions.VOLCANO_APIS}_cg-{CONTROLLER_TOOLS}",
@@ -320,16 +344,52 @@ _ALL: list[Tool] = [
         needs=("controller-gen",),
         version_args=(),
         optional=True,
+        crd_packages=tuple(f"volcano.sh/apis/pkg/apis/{p}" for p in (
+            "batch/v1alpha1", "bus/v1alpha1", "nodeinfo/v1alpha1", "scheduling/v1beta1", "topology/v1alpha1")),
+        crd_options="crd:crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0",
+    ),
+    # The deployers' CRDs for validating `render --deployer flux|argocd` bundles on the local world's
+    # API server (tests/integration/test_deployers_live.py): Flux's HelmRepository, HelmRelease and
+    # Kustomization (the API modules of Flux v2.9.4) and Argo CD's Application (argo-cd/v3 v3.3.19's
+    # pkg/apis/application, as upstream's hack/gen-crd-spec runs controller-gen over it). Optional:
+    # only those tests need them.
+    Tool(
+        name="flux-crds",
+        version=(f"src-{versions.FLUX_SOURCE_API}_helm-{versions.FLUX_HELM_API}_kustomize-"
+                 f"{versions.FLUX_KUSTOMIZE_API}_cg-{CONTROLLER_TOOLS}"),
+        module="flux-crds",
+        kind="crds",
+        needs=("controller-gen",),
+        version_args=(),
+        optional=True,
+        crd_packages=("github.com/fluxcd/source-controller/api/v1", "github.com/fluxcd/helm-controller/api/v2",
+                      "github.com/fluxcd/kustomize-controller/api/v1"),
+    ),
+    Tool(
+        name="argocd-crds",
+        version=f"argo-cd-{versions.ARGOCD}_cg-{CONTROLLER_TOOLS}",
+        module="argocd-crds",
+        kind="crds",
+        needs=("controller-gen",),
+        version_args=(),
+        optional=True,
+        crd_packages=("github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1",),
+    ),
+    # helmfile's own state loader over a rendered helmfile.yaml (tools/helmfile-check, our main over
+    # github.com/helmfile/helmfile's pkg/state): strict parsing as `helmfile` does, then its release
+    # plan (the `needs` graph). Optional: only tests/integration/test_deployers_live.py runs it.
+    Tool(
+        name="helmfile-check",
+        version=f"{versions.HELMFILE}-{_source_digest('helmfile-check')}",
+        module="helmfile-check",
+        package="gpucluster.local/tools/helmfile-check",
+        version_args=(),
+        optional=True,
     ),
 ]
 
 #: Every known tool by name, in build order.
 TOOLS: dict[str, Tool] = {t.name: t for t in _ALL}
-
-#: Go API packages (inside tools/crds) that controller-gen turns into CRDs.
-CRD_PACKAGES: tuple[str, ...] = (
-    "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",
-)
 
 #: What ``ensure()`` builds when no names are given: everything not marked optional.
 DEFAULT_TOOLS: tuple[str, ...] = tuple(t.name for t in _ALL if not t.optional)

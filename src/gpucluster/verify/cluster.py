@@ -12,11 +12,12 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from gpucluster import cel, expected
-from gpucluster.devices import DRA_DRIVER, MIG_DEVICE_NAME, Device, counter_set_name
+from gpucluster.devices import Device
 from gpucluster.expected import HostState
+from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.spec.quantity import parse_quantity
+from gpucluster.upstream import DRA_DRIVER, MIG_DEVICE_NAME, counter_set_name
 from gpucluster.verify import dra_claims
 from gpucluster.verify.isolation import enforcer_checks
 from gpucluster.verify.model import Result, compare, fail, ok, skip
@@ -44,7 +45,7 @@ def _ext(resources: dict) -> dict[str, int]:
     return {k: int(parse_quantity(str(v))) for k, v in resources.items() if k.startswith(GPU_PREFIXES)}
 
 
-def managed_taint_keys(spec: ClusterSpec, states: dict[str, HostState]) -> set[str]:
+def managed_taint_keys(states: dict[str, HostState]) -> set[str]:
     """Taint keys the spec manages: every key any host is expected to carry, and the GPU taint."""
     return {t.split(":")[0].split("=")[0] for s in states.values() for t in s.taints} | {"nvidia.com/gpu"}
 
@@ -89,7 +90,7 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState],
     from gpucluster.render.nodes import node_config
 
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
-    managed = managed_taint_keys(spec, states)
+    managed = managed_taint_keys(states)
     applied = {name: cfg["labels"] for name, cfg in node_config(spec).items()}
     for name, want in states.items():
         node = nodes.get(name)
@@ -338,10 +339,22 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[
         try:
             programs = [cel.compile_expr(e) for e in exprs]
         except cel.Unsupported as err:
-            yield skip("deviceclass-matches", subject, f"{err}; verify evaluates gpucluster's CEL subset only")
+            yield skip("deviceclass-matches", subject, f"{err}; not measured")
             continue
-        n = sum(1 for drv, dev in devices if all(cel.matches(p, drv, dev) for p in programs))
-        if not devices and DRA_AGENT in absent:
+        except cel.CompileError as err:
+            yield fail("deviceclass-matches", subject, ">= 1 device", "selector does not compile",
+                       f"{err}: the scheduler fails every allocation that evaluates it")
+            continue
+        outcomes = [(dev, cel.evaluate_all(programs, drv, dev)) for drv, dev in devices]
+        broken = [(dev, o.error) for dev, o in outcomes if o.error]
+        n = sum(1 for _, o in outcomes if o.matched)
+        if broken:
+            dev, error = broken[0]
+            yield fail("deviceclass-matches", subject, ">= 1 device, no evaluation error",
+                       f"evaluation fails on {len(broken)} devices",
+                       f"on {dev.get('name', '?')}: {error}; the scheduler fails the allocation of every claim "
+                       "whose search reaches such a device")
+        elif not devices and DRA_AGENT in absent:
             yield skip("deviceclass-matches", subject, NO_DRA_AGENT)
         elif n:
             yield ok("deviceclass-matches", subject, ">= 1 device", f"{n} devices")
@@ -350,7 +363,7 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[
                        "no published device satisfies the selector")
 
 
-def daemonset_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
+def daemonset_checks(spec: ClusterSpec, snap: Snapshot, *,
                      charts_reachable: bool = True) -> Iterator[Result]:
     """Every DaemonSet an enabled feature creates runs, ready, on exactly the hosts it must cover.
 
@@ -388,8 +401,11 @@ def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
 def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = True) -> Iterator[Result]:
     """Every release the spec installs is deployed in its namespace with the pinned chart and version.
 
-    Read from Helm's own release records. Where chart repositories cannot be reached (the local
-    world), releases from a repository are not installed on purpose: not measured, with that reason.
+    Read from Helm's own release records, and only from a record in the release's namespace that names
+    it (:mod:`gpucluster.verify.helm`): a record elsewhere, or one that claims another release, is
+    ignored, and the row says so when it claimed this one. Where chart repositories cannot be reached
+    (the local world), releases from a repository are not installed on purpose: not measured, with that
+    reason.
     """
     from gpucluster.render import releases
     from gpucluster.verify import helm
@@ -403,7 +419,10 @@ def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = 
         return
     installed: dict[tuple[str, str], helm.Installed] = {}
     broken: list[str] = []
+    namespaces = {rel.namespace for rel in wanted}
     for secret in snap.helm_releases:
+        if (secret.get("metadata") or {}).get("namespace") not in namespaces:
+            continue  # fetch reads only the release namespaces; a record from anywhere else is not Helm's
         try:
             rec = helm.decode(secret)
         except ValueError as err:
@@ -420,8 +439,12 @@ def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = 
                 yield skip("charts-installed", subject, "chart repositories are unreachable here: not installed "
                            "on purpose (in the local world the GPU simulator stands in for its node agents)")
             else:
+                # what went wrong with the records that could have been this release's
+                claims = [b for b in broken if f"claims release {rel.namespace}/{rel.name}:" in b or
+                          b.startswith(f"secret {rel.namespace}/")]
                 yield fail("charts-installed", subject, want, "not installed",
-                           "; ".join(broken[:2]) or "no deployed Helm release of that name in the namespace")
+                           "; ".join((claims or broken)[:2]) or "no deployed Helm release of that name in the "
+                           "namespace")
             continue
         yield compare("charts-installed", subject, want,
                       f"{found.chart} {found.version.lstrip('v')} in {found.namespace}")
@@ -451,7 +474,10 @@ def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str 
 
     minor = spec.kubernetes.minor[1]
     paths = {"device_taint_rules": quarantine.rules_path(minor)} if minor in DEVICE_TAINT_RULE_API else {}
-    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths)
+    from gpucluster.render import releases
+
+    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths,
+                          helm_namespaces=[rel.namespace for rel in releases(spec)])
 
 
 def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
@@ -468,7 +494,7 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
     return [*node_checks(spec, snap, states, absent=absent), *dra_checks(spec, snap, states, absent=absent),
             *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
             *dra_claims.quarantine_checks(spec, snap),
-            *daemonset_checks(spec, snap, states, charts_reachable=charts_reachable),
+            *daemonset_checks(spec, snap, charts_reachable=charts_reachable),
             *tenant_checks(spec, snap), *security_checks(spec, snap),
             *enforcer_checks(spec, snap, charts_reachable=charts_reachable),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from gpucluster import labels as L
 from gpucluster import quarantine
-from gpucluster.devices import DRA_DRIVER, DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE
 from gpucluster.render import dra_driver
 from gpucluster.render.tenants import device_quota
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.upstream import DRA_DRIVER, DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE
 from gpucluster.verify.model import Result, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 

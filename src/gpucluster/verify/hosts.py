@@ -5,17 +5,24 @@ NVIDIA PCI device at all (a container, a VM without passthrough) for the driver 
 network PCI device for the RDMA check, a value that cannot be read. A host that has the hardware but
 not the software (an NVIDIA GPU without ``/dev/nvidia0``, a Mellanox NIC without its RDMA device, a
 spec host without kubelet) fails: that is exactly the broken host the checks exist for.
+
+No command carries a spec value: every command here is a constant (the RDMA check reads every
+interface's RDMA ports with one fixed command and picks the spec's interfaces from what it prints), so
+a spec cannot put anything into the remote shell that runs them.
 """
 
 from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucluster import catalog
 from gpucluster.spec.model import ClusterSpec, Host
 from gpucluster.verify.model import Result, compare, fail, ok, skip
+
+if TYPE_CHECKING:
+    from gpucluster.verify.ssh import Target
 
 SYSCTLS = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1",
            "net.bridge.bridge-nf-call-ip6tables": "1"}
@@ -25,6 +32,10 @@ MELLANOX_PCI = "0x15b3"
 # Every check family host_checks can yield, in order (the pytest suite has one test per family).
 HOST_CHECKS = ("host-swap", "host-sysctl", "host-modules", "host-kubelet", "host-nouveau", "host-containerd",
                "host-nvidia-module", "host-nvidia-smi", "host-rdma")
+#: Every netdev's RDMA port state and link layer, one ``PATH:VALUE`` line per file (``grep -H``): the
+#: interface is the fifth path component. Fixed text: the spec's interface names never enter the command.
+RDMA_PORTS = ("grep -H . /sys/class/net/*/device/infiniband/*/ports/*/state "
+              "/sys/class/net/*/device/infiniband/*/ports/*/link_layer 2>/dev/null")
 
 
 def _run(h: Any, cmd: str) -> tuple[int, str]:
@@ -160,26 +171,43 @@ def _rdma_checks(host: Host, h: Any, interfaces: list[str], link_type: str) -> I
         yield skip("host-rdma", name, why)
         return
     layer = "InfiniBand" if link_type == "infiniband" else "Ethernet"
+    _, out = _run(h, RDMA_PORTS)
+    ports = rdma_ports(out)
     for ifname in interfaces:
-        rc, out = _run(h, f"cat /sys/class/net/{ifname}/device/infiniband/*/ports/*/state "
-                          f"/sys/class/net/{ifname}/device/infiniband/*/ports/*/link_layer 2>/dev/null")
-        lines = [line.strip() for line in out.splitlines() if line.strip()]
-        if rc != 0 or len(lines) < 2:
+        port = ports.get(ifname, {})
+        if "state" not in port or "link_layer" not in port:
             yield fail("host-rdma", f"{name}/{ifname}", f"RDMA port ACTIVE, {layer}",
                        "no RDMA device behind this interface", "missing interface or RDMA driver not loaded")
             continue
-        state, got_layer = lines[0].split(":")[-1].strip(), lines[-1]
-        yield compare("host-rdma", f"{name}/{ifname}", f"RDMA port ACTIVE, {layer}", f"RDMA port {state}, {got_layer}")
+        state = port["state"].split(":")[-1].strip()
+        yield compare("host-rdma", f"{name}/{ifname}", f"RDMA port ACTIVE, {layer}",
+                      f"RDMA port {state}, {port['link_layer']}")
 
 
-def connect(host: Host, connection: str) -> Any:
-    """A testinfra host for a spec host: ssh to its address, a podman container named after it, or local."""
+def rdma_ports(out: str) -> dict[str, dict[str, str]]:
+    """:data:`RDMA_PORTS`' output as interface → {state, link_layer} of its first RDMA port."""
+    ports: dict[str, dict[str, dict[str, str]]] = {}
+    for line in out.splitlines():
+        path, sep, value = line.partition(":")  # interface and device names hold no ':' (dev_valid_name)
+        parts = path.split("/")
+        # /sys/class/net/<if>/device/infiniband/<dev>/ports/<n>/<file>
+        if not sep or len(parts) != 11 or parts[1:4] != ["sys", "class", "net"] or parts[10] not in (
+                "state", "link_layer"):
+            continue
+        ports.setdefault(parts[4], {}).setdefault(f"{parts[7]}/{parts[9]}", {})[parts[10]] = value.strip()
+    return {ifname: by_port[min(by_port)] for ifname, by_port in ports.items()}
+
+
+def connect(host: Host, connection: str, target: Target | None = None) -> Any:
+    """What runs a spec host's checks: ssh to where the inventory says Ansible reaches it (``target``, from
+    :func:`gpucluster.verify.ssh.targets`), a podman container named after it, or this machine."""
     import testinfra
 
     if connection == "podman":
         return testinfra.get_host(f"podman://{host.name}")
     if connection == "local":
         return testinfra.get_host("local://")
-    user = host.ansible_vars.get("ansible_user")
-    target = f"{user}@{host.address}" if user else host.address
-    return testinfra.get_host(f"ssh://{target}")
+    from gpucluster.verify.ssh import SshHost
+    from gpucluster.verify.ssh import Target as SshTarget
+
+    return SshHost(target or SshTarget(host.name, host.address))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster import kube
-from gpucluster.errors import ClusterUnreachable
+from gpucluster.errors import ApiError, ClusterUnreachable
 from gpucluster.verify import helm
 
 Obj = dict[str, Any]
@@ -66,6 +66,7 @@ class Snapshot:
     admission_bindings: list[Obj] | None = None
     helm_releases: list[Obj] | None = None  # deployed Helm release records; None: secrets not readable
     helm_error: str = ""  # why ``helm_releases`` is None
+    helm_namespaces: tuple[str, ...] = ()  # where the records were read: the spec's release namespaces
     resource_claims: list[Obj] | None = None  # None: resource.k8s.io/v1 not served
     device_taint_rules: list[Obj] | None = None  # None: DeviceTaintRules not served at the spec's version
     access: dict[AccessQuestion, bool] | None = None  # None: not asked, or reviews not allowed
@@ -97,30 +98,38 @@ REQUIRED = ("nodes", "daemonsets", "quotas", "limit_ranges", "namespaces")
 
 
 def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
-          questions: Sequence[AccessQuestion] = (), paths: dict[str, str] | None = None) -> Snapshot:
+          questions: Sequence[AccessQuestion] = (), paths: dict[str, str] | None = None,
+          helm_namespaces: Sequence[str] = ()) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
     queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
-    bindings, Helm's deployed release records, ResourceClaims and DeviceTaintRules (16 calls in all); then
-    one SubjectAccessReview per question. ``paths`` replaces the LIST of a field (an API version that
-    depends on the cluster's)."""
+    bindings, ResourceClaims and DeviceTaintRules (15 calls); Helm's deployed release records in each of
+    ``helm_namespaces`` (the namespaces the spec installs releases into: never cluster-wide, where any
+    tenant admin could plant one); then one SubjectAccessReview per question. ``paths`` replaces the
+    LIST of a field (an API version that depends on the cluster's)."""
     snap = Snapshot()
     with kube.Kube(kubeconfig, context=context, timeout=60) as api:
         for attr, path in {**PATHS, **(paths or {})}.items():
             try:
                 items = api.list(path)
-            except ClusterUnreachable as err:
-                raise ClusterUnreachable(f"{err}; verification needs read access to nodes, DRA objects, quotas "
-                                         "and the operators' CRs") from None
+            except ApiError as err:
+                if err.status not in (401, 403):
+                    raise
+                raise ApiError(f"{err}; verification needs read access to nodes, DRA objects, quotas and the "
+                               "operators' CRs", err.status, err.reason) from None
             snap.calls += 1
             if items is None and attr in REQUIRED:
                 raise ClusterUnreachable(f"{path} is not served; is this a Kubernetes API server?")
             setattr(snap, attr, items)
+        snap.helm_namespaces = tuple(dict.fromkeys(helm_namespaces))
+        records: list[Obj] = []
         try:
-            snap.helm_releases = api.list(helm.DEPLOYED)
-            snap.calls += 1
-        except ClusterUnreachable as err:
+            for namespace in snap.helm_namespaces:
+                records += api.list(helm.deployed_in(namespace)) or []
+                snap.calls += 1
+            snap.helm_releases = records
+        except ApiError as err:
             snap.helm_error = (f"{err}; reading installed chart versions needs list on Secrets labelled "
-                               "owner=helm")
+                               f"owner=helm in {', '.join(snap.helm_namespaces)}")
         if questions:
             review_access(api, snap, questions)
     return snap
@@ -136,7 +145,7 @@ def review_access(api: kube.Kube, snap: Snapshot, questions: Sequence[AccessQues
     try:
         with ThreadPoolExecutor(REVIEW_THREADS) as pool:
             answers = list(pool.map(ask, questions))
-    except ClusterUnreachable as err:
+    except ApiError as err:
         snap.access_error = (f"{err}; checking tenant RBAC needs create on subjectaccessreviews "
                              "(authorization.k8s.io)")
         return

@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpucluster import labels as L
+from gpucluster.quantity import parse_quantity
 from gpucluster.render import tenant_admission
 from gpucluster.render import tenants as render
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec, Tenant
-from gpucluster.spec.quantity import parse_quantity
 from gpucluster.verify.model import Result, compare, fail, ok, skip
 from gpucluster.verify.snapshot import AccessQuestion, Snapshot
 

@@ -7,16 +7,6 @@ import copy
 from gpucluster.render import render
 
 
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
-
-
 def test_every_object_has_identity(local, lab):
     for spec in (local, lab):
         for o in render(spec).objects():
@@ -24,13 +14,18 @@ def test_every_object_has_identity(local, lab):
             assert o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpucluster"
 
 
-def test_releases_pinned(local):
-    from gpucluster import versions
+def test_every_release_installs_its_rows_pinned_chart(local, lab):
+    from gpucluster import components
 
-    rels = {r.name: r for r in render(local).releases}
-    assert rels["gpu-operator"].version == versions.CHARTS["gpu-operator"].version
-    assert rels["dra-driver"].version == "0.4.1"
-    assert rels["volcano"].version == "1.15.1"
+    installed = set()
+    for spec in (local, lab):
+        for rel in render(spec).releases:
+            pin = components.get(rel.name).chart
+            assert pin is not None and (rel.chart, rel.version, rel.repository) == (
+                pin.name, pin.version, pin.repository), rel.name
+            installed.add(rel.name)
+    # between them the two shipped specs install every chart of the registry
+    assert installed == {c.name for c in components.with_charts()}
 
 
 def test_render_is_pure(local):

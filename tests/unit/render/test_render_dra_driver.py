@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
+from testkit import by_kind
+
 from gpucluster.render import dra_driver as dra
 from gpucluster.render import render, tenants
-
-
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
 
 
 def test_device_classes_select_by_attributes(local):
@@ -50,10 +42,11 @@ def test_dra_values_carry_override(local):
     assert v["nvidiaDriverRoot"] == "/run/nvidia/driver"
 
 
-def test_chart_is_the_one_upstream_publishes(local):
-    # dra-driver facts chart-name: renamed from nvidia-dra-driver-gpu in 0.4.0.
+def test_the_spec_can_point_the_release_at_another_chart(local):
+    # The spec's dra.chart defaults to the registry row's pin (test_render_core); a site's mirror wins.
+    local.dra.chart = local.dra.chart.model_copy(update={"repository": "/srv/charts", "version": "0.4.0"})
     (rel,) = [r for r in render(local).releases if r.name == "dra-driver"]
-    assert (rel.chart, rel.version) == ("dra-driver-nvidia-gpu", "0.4.1")
+    assert (rel.repository, rel.version) == ("/srv/charts", "0.4.0")
 
 
 def test_kubelet_plugin_tolerates_every_taint_of_the_dra_pools(local):

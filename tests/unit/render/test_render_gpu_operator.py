@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import yaml
+from testkit import by_kind, pool
 
 from gpucluster import expected
 from gpucluster.render import gpu_operator, monitoring
-
-
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
 
 
 def test_mig_parted_all_1g_10gb(local):

@@ -5,16 +5,6 @@ from __future__ import annotations
 from gpucluster.render import monitoring
 
 
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
-
-
 def test_monitoring_thresholds_come_from_spec(local):
     spec = local.model_copy(deep=True)
     spec.monitoring.alerts.temperature_celsius = 77

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import json
 
+from testkit import by_kind, pool
+
+from gpucluster import components
 from gpucluster import labels as L
 from gpucluster.render import network_operator as network
 from gpucluster.render import render
 from gpucluster.spec.model import Rdma, SecondaryNetwork, Taint
-
-
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
 
 
 def rdma_entries(spec) -> dict:
@@ -86,8 +79,11 @@ def test_network_on_an_unlisted_interface_selects_every_node(lab):
 
 def test_nv_ipam_deployed_without_its_webhook_only_with_secondary_networks(lab):
     ncp = network.nic_cluster_policy(lab)
+    pin = components.get("network-operator").chart
+    assert pin is not None
+    # the release names the images after itself (tests/upstream/test_network_upstream.py checks the facts)
     assert ncp["spec"]["nvIpam"] == {"image": "nvidia-k8s-ipam", "repository": "nvcr.io/nvidia/mellanox",
-                                     "version": "network-operator-v26.4.1", "enableWebhook": False}
+                                     "version": f"network-operator-v{pin.version}", "enableWebhook": False}
     lab.networking.secondary_networks = []
     assert "nvIpam" not in network.nic_cluster_policy(lab)["spec"]
     assert not by_kind_or_none(network.objects(lab), "IPPool")

@@ -7,13 +7,9 @@ the network policy denies both directions but DNS, the policies read the Namespa
 
 from __future__ import annotations
 
+from testkit import by_kind
+
 from gpucluster.render import tenant_admission, tenants
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
 
 
 def hard_of(objs, ns):

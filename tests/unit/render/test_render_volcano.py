@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
+from testkit import by_kind
+
 from gpucluster.render import volcano
-
-
-def pool(spec, name):
-    return next(p for p in spec.node_pools if p.name == name)
-
-
-def by_kind(objs, kind, name=None):
-    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert hits, f"no {kind} {name or ''}"
-    return hits
 
 
 def test_volcano_objects_and_conf(local):

@@ -149,8 +149,7 @@ def _quantities(values: dict[str, int]) -> dict[str, dict[str, str]]:
     return {k: {"value": str(v)} for k, v in values.items()}
 
 
-def _gpu_attributes(cluster: str, node: str, model: NvmlModel, minor: int, driver_version: str,
-                    cuda_driver_version: int) -> dict[str, Any]:
+def _gpu_attributes(model: NvmlModel, minor: int, driver_version: str, cuda_driver_version: int) -> dict[str, Any]:
     return {
         "productName": _string(model.product_name),
         "brand": _string(BRAND),
@@ -173,7 +172,7 @@ def _partitions(cluster: str, node: str, model: NvmlModel, minor: int, *, whole:
     """One GPU under DynamicMIG: its devices (sorted by name, as the driver announces them) and counter set."""
     assert model.mig is not None
     counter_set = f"gpu-{minor}-counter-set"
-    common = _gpu_attributes(cluster, node, model, minor, driver_version, cuda_driver_version)
+    common = _gpu_attributes(model, minor, driver_version, cuda_driver_version)
     parent = gpu_uuid(cluster, node, minor)
     maxima: dict[str, int] = {}
     slices = 0
