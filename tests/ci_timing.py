@@ -138,6 +138,7 @@ def summary(timings: Timings, whole_suite: bool, exit_status: int) -> dict:
         # The machine's CPU use during the run (every process, not only the tests'): how much room is left.
         "cpu_busy_pct": round(100.0 * (busy - timings.cpu_start[0]) / spent, 1) if spent > 0 else None,
         "tiers": tiers,
+        "failed_tests": sorted(t for t, outcome in timings.outcomes.items() if outcome == "failed"),
         "slowest": [{"test": t, "seconds": round(s, 1)} for t, s in slowest],
     }
 

@@ -9,6 +9,7 @@ the site's GPU stand-in (NVIDIA's device plugin and the NVML stub, from the tool
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import gpu_standin
 import pytest
-from molecule_helpers import apt_cache_dirs, keep_journals, molecule, scenario_env
+from molecule_helpers import apt_cache_dirs, keep_journals, left_created, molecule, scenario_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,7 +40,28 @@ def _run_script(*args: str, env: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def molecule_env() -> Iterator[dict[str, str]]:
+def machine_lock() -> Iterator[None]:
+    """One Molecule run per machine: the scenarios' hosts have fixed container names (gpuc-*), so a second
+    checkout's run (another CI job, a developer's run) waits here for the first instead of converging
+    the same containers."""
+    path = _cache() / "molecule.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another run"
+            print(f"\nwaiting for the Molecule run that holds {path} ({holder}) to end", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}, checkout {REPO}\n")
+        lock.flush()
+        yield
+
+
+@pytest.fixture(scope="session")
+def molecule_env(machine_lock: None) -> Iterator[dict[str, str]]:
     """Environment for `molecule`: podman conf, roles path, image name, apt cache, artifacts."""
     missing = [tool for tool in ("podman", "runc", "debootstrap") if shutil.which(tool) is None]
     if missing:
@@ -143,6 +165,8 @@ def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) 
 
     def run(scenario: str) -> tuple[subprocess.CompletedProcess, float]:
         start = time.monotonic()
+        if left_created(scenario):  # an interrupted earlier run in this checkout left its hosts
+            molecule(envs[scenario], scenario, "destroy")
         # --destroy never: a failed scenario's kubelet and containerd journals are kept before its hosts go.
         proc = molecule(envs[scenario], scenario, "test", "--destroy", "never", timeout=2400)
         if proc.returncode != 0:

@@ -30,6 +30,10 @@ def apt_cache_dirs() -> list[str]:
 def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.FixtureRequest) -> dict[str, str]:
     """The environment for one scenario, with only the artifacts it needs built."""
     env = dict(molecule_env)
+    # Molecule keeps a scenario's state (created? prepared?) in a folder named after the project folder's
+    # *name* (roles/<role>, the same in every checkout): kept inside this checkout instead, so another
+    # checkout's run, or its leftovers, is never taken for ours.
+    env["MOLECULE_EPHEMERAL_DIRECTORY"] = str(state_dir(name))
     if name in NEEDS_NCT:
         env["GPUCLUSTER_NCT_DIR"] = request.getfixturevalue("nct_dir")
     if name in NEEDS_K8S:
@@ -43,6 +47,21 @@ def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.Fixtur
     if name in NEEDS_STANDIN:
         env["GPUCLUSTER_GPU_STANDIN_DIR"] = request.getfixturevalue("gpu_standin_dir")
     return env
+
+
+def state_dir(scenario: str) -> Path:
+    """Where Molecule keeps ``scenario``'s state in this checkout (.molecule/ is ignored by git)."""
+    return REPO / ".molecule" / scenario
+
+
+def left_created(scenario: str) -> bool:
+    """Whether an earlier run in this checkout ended without destroying ``scenario``'s hosts (interrupted)."""
+    import yaml
+
+    state = state_dir(scenario) / "state.yml"
+    if not state.is_file():
+        return False
+    return bool((yaml.safe_load(state.read_text()) or {}).get("created"))
 
 
 def scenario_file(scenario: str) -> Path:
