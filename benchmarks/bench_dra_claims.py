@@ -8,23 +8,31 @@ Two local worlds in turn (toolchain must be built), each with --nodes simulated 
                  nvidia.com/gpu: 1
 For each: the time from the first pod POST until every pod is bound (and, for DRA, every claim
 allocated), and pods (claims) per second. Prints both and the ratio DRA / device plugin.
+Where the time goes, over that window: CPU seconds of each control-plane process (a process near one CPU
+second per second is the cap: it works one pod at a time), the time the scheduler's and controller-manager's
+API clients waited in their client-side rate limiter (``--kube-api-qps/--kube-api-burst``; near zero: the
+limit is not the cap), and the scheduler's time per extension point (PreFilter/Filter/Reserve...: which
+plugin work dominates), from their own /metrics.
 Usage: python benchmarks/bench_dra_claims.py [--nodes 500] [--pods 2500] [--mode both|dra|device-plugin]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpucluster import kube
+from gpucluster import kube, procs
 from gpucluster.local.world import World
 from gpucluster.render import render
 from gpucluster.simulator import attach
@@ -88,6 +96,61 @@ def settled(api: kube.Kube, nodes: int, dra: bool, limit: float = 900) -> float:
         time.sleep(2)
 
 
+CAP_COMPONENTS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd", "kwok")
+SERIES = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$", re.M)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (/proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def metrics(world: World, name: str) -> dict[str, float]:
+    """The sums that locate the cap, from component ``name``'s /metrics (admin client certificate)."""
+    state = world.state()
+    assert state is not None
+    tls = procs.tls_context(world.pki.ca, world.pki.cert("admin"), world.pki.key("admin"))
+    with urllib.request.urlopen(f"https://{procs.HOST}:{state.ports[name]}/metrics", context=tls, timeout=30) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for m in SERIES.finditer(text):
+        key, labels = m["name"], m["labels"] or ""
+        if key in ("rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count",
+                   "rest_client_requests_total"):
+            out[key] = out.get(key, 0.0) + float(m["value"])
+        elif key == "scheduler_framework_extension_point_duration_seconds_sum":
+            point = re.search(r'extension_point="([^"]+)"', labels)
+            if point:
+                out[f"ext:{point[1]}"] = out.get(f"ext:{point[1]}", 0.0) + float(m["value"])
+    return out
+
+
+def sample(world: World) -> dict[str, Any]:
+    state = world.state()
+    assert state is not None
+    return {"cpu": {n: cpu_seconds(state.components[n].pid) for n in CAP_COMPONENTS if n in state.components},
+            "metrics": {n: metrics(world, n) for n in ("kube-scheduler", "kube-controller-manager")},
+            "t": time.perf_counter()}
+
+
+def where_the_time_went(before: dict[str, Any], after: dict[str, Any]) -> str:
+    wall = after["t"] - before["t"]
+    cpu = ", ".join(f"{n} {after['cpu'][n] - before['cpu'][n]:.1f}" for n in before["cpu"])
+    lines = [f"  CPU seconds over those {wall:.1f} s ({os.cpu_count()} CPUs): {cpu}"]
+    for name in ("kube-scheduler", "kube-controller-manager"):
+        b, a = before["metrics"][name], after["metrics"][name]
+        d = {k: a.get(k, 0.0) - b.get(k, 0.0) for k in a}
+        waits = d.get("rest_client_rate_limiter_duration_seconds_count", 0.0)
+        line = (f"  {name}: {d.get('rest_client_requests_total', 0):.0f} API requests, client rate limiter waited "
+                f"{d.get('rest_client_rate_limiter_duration_seconds_sum', 0):.2f} s in all over {waits:.0f} waits")
+        points = sorted(((k[4:], v) for k, v in d.items() if k.startswith("ext:")), key=lambda kv: -kv[1])
+        if points:
+            line += "; extension points (s): " + ", ".join(f"{k} {v:.1f}" for k, v in points[:5])
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def run(nodes: int, pods: int, dra: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         inv = Path(tmp) / "inv"
@@ -108,6 +171,7 @@ def run(nodes: int, pods: int, dra: bool) -> dict[str, float]:
             with kube.Kube(world.kubeconfig, pool_size=16, timeout=60) as api:
                 waited = settled(api, nodes, dra)
                 built = time.perf_counter() - t0
+                before = sample(world)
                 start = time.perf_counter()
                 with ThreadPoolExecutor(16) as pool:
                     list(pool.map(lambda i: api.create(kube.namespaced(NS, "pods"), pod(i, dra)), range(pods)))
@@ -123,10 +187,12 @@ def run(nodes: int, pods: int, dra: bool) -> dict[str, float]:
                         raise SystemExit(f"{bound} of {pods} pods bound ({allocated} claims allocated) after 1800 s")
                     time.sleep(0.5)
                 took = time.perf_counter() - start
+                after = sample(world)
             what = "DRA claims" if dra else "device-plugin pods"
             print(f"{what}: {nodes} nodes x 8 GPUs (built in {built:.0f} s, settled after {waited:.0f} s); "
                   f"{pods} pods created in {created:.1f} s, all bound{' and allocated' if dra else ''} after "
                   f"{took:.1f} s: {pods / took:.1f} per second", flush=True)
+            print(where_the_time_went(before, after), flush=True)
             return {"seconds": took, "rate": pods / took}
         finally:
             world.down()
@@ -138,6 +204,7 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=2500)
     ap.add_argument("--mode", choices=("both", "dra", "device-plugin"), default="both")
     args = ap.parse_args()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
     if args.pods > args.nodes * 8:
         raise SystemExit(f"--pods {args.pods} exceeds the {args.nodes * 8} GPUs of {args.nodes} nodes")
     out = {}

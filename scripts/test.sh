@@ -25,9 +25,10 @@ else
   # plugin with the NVML stub for the site scenario's GPU stand-in (molecule/site/prepare.yml), and
   # dra-cel, Kubernetes' DRA selector evaluation (tests/upstream/test_cel_upstream.py), and the deployers'
   # schemas: Flux's and Argo CD's CRDs (tests/integration/test_deployers_live.py) and helmfile's loader
-  # (tests/upstream/test_helmfile_upstream.py). Cached once built.
+  # (tests/upstream/test_helmfile_upstream.py), and Helm, which renders Volcano's chart
+  # (tests/upstream/test_volcano_chart_upstream.py). Cached once built.
   .venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub dra-cel \
-    flux-crds argocd-crds helmfile-check || exit $?
+    flux-crds argocd-crds helmfile-check helm || exit $?
   # The toolchain was just built: a test that finds a tool missing must fail, not skip.
   export GPUCLUSTER_REQUIRE_TOOLS=1
 fi

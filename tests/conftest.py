@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ BASE_SPEC = {
 
 #: Fixtures that run a Go-built tool: a test using one is marked ``toolchain``.
 TOOL_FIXTURES = {"oracle", "lw", "kube", "molecule_env", "nvml_stub", "device_plugin_binary", "dra_cel",
-                 "helmfile_check"}
+                 "helmfile_check", "containerd", "nvidia_ctk", "helm"}
 #: Test folders that need the toolchain as a whole.
 TOOL_FOLDERS = ("integration", "molecule")
 
@@ -86,6 +87,44 @@ def dra_cel() -> Path:
 def helmfile_check() -> Path:
     """The built helmfile-check tool: helmfile's own loader and release plan over a helmfile.yaml."""
     return require_tool("helmfile-check")
+
+
+@pytest.fixture(scope="session")
+def nvidia_ctk() -> Path:
+    """nvidia-ctk from scripts/nvidia-container-toolkit-build.sh (built on first use, as Molecule does)."""
+    if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") != "1" and not (REPO / ".git").exists():
+        pytest.skip("not a repository checkout: scripts/nvidia-container-toolkit-build.sh is not here")
+    out = subprocess.run([REPO / "scripts" / "nvidia-container-toolkit-build.sh"], capture_output=True,
+                         text=True, check=False, timeout=1800)
+    if out.returncode != 0:
+        reason = f"nvidia-container-toolkit-build.sh failed: {out.stderr.strip()[-500:]}"
+        if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return Path(out.stdout.strip()) / "nvidia-ctk"
+
+
+@pytest.fixture(scope="module", params=["containerd-1.7", "containerd-2.0", "containerd-2"])
+def containerd(request: pytest.FixtureRequest) -> Path:
+    """A containerd binary of one release the host layer supports beyond Debian's 1.6.
+
+    Optional even where the toolchain is required: scripts/test.sh does not build them (three more
+    containerd builds on a cold cache; the cold toolchain build is near CI's limit). Skipped, with the
+    command that builds them, when absent.
+    """
+    from gpucluster.toolchain import locate
+
+    found = locate(request.param)
+    if found is None:
+        pytest.skip(f"optional tool {request.param} not built (scripts/test.sh leaves it out): run "
+                    "`gpucluster tools install containerd-1.7 containerd-2.0 containerd-2`")
+    return found
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The built helm CLI (Helm v3.22.0, unmodified): `helm template` of charts whose source a Go module holds."""
+    return require_tool("helm")
 
 
 @pytest.fixture(scope="session")

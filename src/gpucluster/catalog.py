@@ -1,7 +1,12 @@
 """The GPU catalog: memory, architecture, compute capability and MIG profiles per supported model.
 
 The data lives in ``data/gpus.yaml``; this module gives it types. Validation, the render core and the
-GPU simulator all read the catalog, so a model's facts are written exactly once.
+expectations read the catalog, so a model's facts are written exactly once.
+
+Real hardware outranks mocks: a value ``data/captures.yaml`` read from a real board (a GFD label set,
+``nvidia-smi``, ``nvidia-smi mig -lgip``) replaces the one in ``gpus.yaml``. Every value says where it
+came from (:attr:`GpuModel.sources`, :attr:`MigProfile.memory_source`): a capture, go-nvml's mock GPUs,
+or the profile's nominal size.
 """
 
 from __future__ import annotations
@@ -11,6 +16,10 @@ from functools import cache
 from importlib import resources
 
 import yaml
+
+#: Where a value without a capture comes from.
+MOCK = "mock: go-nvml pkg/nvml/mock/gpus (gpus.yaml)"
+NOMINAL = "nominal: the profile's GiB x 1024 (no capture, no mock)"
 
 
 @dataclass(frozen=True)
@@ -22,11 +31,18 @@ class MigProfile:
     memory_gib: int
     starts: tuple[int, ...]
     nvml_mib: int = 0  # what NVML reports for one instance, when known
+    #: Where :attr:`memory_mib` comes from: ``capture: <id>`` (data/captures.yaml), :data:`MOCK` or :data:`NOMINAL`.
+    memory_source: str = NOMINAL
 
     @property
     def memory_mib(self) -> int:
         """One instance's memory as NVML reports it (the nominal GiB when no source gives it)."""
         return self.nvml_mib or self.memory_gib * 1024
+
+    @property
+    def captured(self) -> bool:
+        """Whether a real board reported :attr:`memory_mib` (not a mock or a nominal size)."""
+        return self.memory_source.startswith("capture:")
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,8 @@ class GpuModel:
     architecture: str
     compute_capability: str
     mig: MigSpec | None
+    #: Where ``product_name`` and ``memory_mib`` come from, when a capture gives them (``capture: <id>``).
+    sources: tuple[tuple[str, str], ...] = ()
 
     @property
     def mig_capable(self) -> bool:
@@ -69,39 +87,46 @@ class GpuModel:
         return int(self.compute_capability.split(".")[1])
 
 
-def _parse(key: str, raw: dict) -> GpuModel:
+def _profile(name: str, p: dict, captured: dict | None) -> MigProfile:
+    if captured is not None:
+        mib, source = int(captured["memoryMiB"]), f"capture: {captured['capture']}"
+    elif "memoryMiB" in p:
+        mib, source = int(p["memoryMiB"]), MOCK
+    else:
+        mib, source = 0, NOMINAL
+    return MigProfile(name=name, compute=p["compute"], memory=p["memory"], max=p["max"], memory_gib=p["memoryGiB"],
+                      starts=tuple(p["starts"]), nvml_mib=mib, memory_source=source)
+
+
+def _parse(key: str, raw: dict, captured: dict) -> GpuModel:
     mig = None
     if raw.get("mig"):
         m = raw["mig"]
-        profiles = {
-            name: MigProfile(
-                name=name,
-                compute=p["compute"],
-                memory=p["memory"],
-                max=p["max"],
-                memory_gib=p["memoryGiB"],
-                starts=tuple(p["starts"]),
-                nvml_mib=int(p.get("memoryMiB", 0)),
-            )
-            for name, p in m["profiles"].items()
-        }
+        taken = captured.get("mig") or {}
+        profiles = {name: _profile(name, p, taken.get(name)) for name, p in m["profiles"].items()}
         mig = MigSpec(m["computeSlices"], m["memorySlices"], profiles, dict(m.get("balanced", {})))
+    whole = {k: captured[k] for k in ("productName", "memoryMiB") if k in captured}
     return GpuModel(
         key=key,
-        product_name=raw["productName"],
-        memory_mib=raw["memoryMiB"],
+        product_name=whole["productName"]["value"] if "productName" in whole else raw["productName"],
+        memory_mib=int(whole["memoryMiB"]["value"]) if "memoryMiB" in whole else raw["memoryMiB"],
         family=raw["family"],
         architecture=raw["architecture"],
         compute_capability=str(raw["computeCapability"]),
         mig=mig,
+        sources=tuple((k, f"capture: {v['capture']}") for k, v in sorted(whole.items())),
     )
+
+
+def _data(name: str) -> dict:
+    return dict(yaml.safe_load(resources.files("gpucluster").joinpath(f"data/{name}").read_text()))
 
 
 @cache
 def catalog() -> dict[str, GpuModel]:
-    """All known GPU models, keyed by the name a spec uses (``H100-SXM5-80GB``)."""
-    text = resources.files("gpucluster").joinpath("data/gpus.yaml").read_text()
-    return {key: _parse(key, raw) for key, raw in yaml.safe_load(text).items()}
+    """All known GPU models, keyed by the name a spec uses (``H100-SXM5-80GB``), captured values first."""
+    captured = _data("captures.yaml")["models"]
+    return {key: _parse(key, raw, captured.get(key) or {}) for key, raw in _data("gpus.yaml").items()}
 
 
 def get(model: str) -> GpuModel:

@@ -3,7 +3,8 @@
 Each derives from :class:`GpuclusterError` and carries the exit code the CLI ends with:
 
 - ``2``: bad input — a spec, a flag, a path or a kubeconfig the user gave (:class:`InputError`);
-- ``1``: the work failed — a tool, the cluster, a stack, a check (everything else).
+- ``1``: the work failed — a tool, the cluster, a stack, a check (everything else);
+- ``4``: ``doctor`` could not look (:class:`CouldNotLook`): the cluster could not be read, so nothing was judged.
 
 :func:`gpucluster.cli.entrypoint` is the only place that turns them into a message and an exit code;
 nothing else prints them or calls ``sys.exit``. Internal ``ValueError`` subclasses that are converted
@@ -59,9 +60,12 @@ class SpecError(InputError):
         return [p for p in self.problems if p.severity == "error"]
 
     def summary(self) -> str:
-        n = len(self.errors)
-        lines = [f"{self.source}: {n} error{'s' if n != 1 else ''} in the cluster spec"]
-        lines += [f"  - {p}" for p in self.problems]
+        n, w = len(self.errors), len(self.problems) - len(self.errors)
+        also = f" (and {w} warning{'s' if w != 1 else ''})" if w else ""
+        lines = [f"{self.source}: {n} error{'s' if n != 1 else ''} in the cluster spec{also}"]
+        # Errors first; a warning says so, so that it is not read as one of the errors counted above.
+        lines += [f"  - {p}" for p in self.errors]
+        lines += [f"  - warning: {p}" for p in self.problems if p.severity != "error"]
         return "\n".join(lines)
 
 
@@ -120,6 +124,13 @@ class ApiError(ClusterError):
 
 class AlreadyExists(ApiError):
     """A create found the object there already (HTTP 409 on POST): another writer made it first."""
+
+
+class CouldNotLook(ClusterError):
+    """A diagnosing command (``doctor``) could not read what it needs: the API server could not be reached
+    or refused the reads. Exit 4, apart from 1 ("looked, and found a problem")."""
+
+    exit_code = 4
 
 
 class StateLocked(GpuclusterError):

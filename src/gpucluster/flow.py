@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,13 +113,20 @@ def _earlier_stack_state(root: Path) -> bool:
 #: (``pulumi/engine.py``) and what the host layer fetches next to it (``hostlayer.py``).
 STACK_STATE = ownership.Kind(
     "stack-state", "a stack state folder",
-    frozenset({*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE}),
+    frozenset({*STACK_STATE_PARTS, "engine", "home", "passphrase", inventories.FETCHED_KUBECONFIG, EVENTS_FILE,
+               inventories.STATE_INVENTORY}),
     _earlier_stack_state)
 
 
 @contextmanager
-def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Path | None) -> Iterator[None]:
-    """For a whole ``up``/``down``: the stack state made ours and locked, and the local world held when used."""
+def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Path | None,
+          inventory: Path | None = None) -> Iterator[None]:
+    """For a whole ``up``/``down``: the stack state made ours and locked, and the local world held when used.
+
+    A real cluster's stack state is bound to the inventory that first used it
+    (:func:`gpucluster.inventory.bind_state`): a second inventory with the same ``metadata.name`` (and
+    state folder) is refused before anything changes, instead of sharing stacks and admin kubeconfig.
+    """
     with ExitStack() as stack:
         world, folders = None, [(state, STACK_STATE)]
         if inventories.is_local(spec) and kubeconfig is None:
@@ -132,6 +139,8 @@ def _held(spec: ClusterSpec, state: Path, world_dir: Path | None, kubeconfig: Pa
         for folder, kind in folders:
             ownership.claim(folder, kind)
         stack.enter_context(lockfile.hold(state, f"the stacks of {spec.metadata.name}"))
+        if not inventories.is_local(spec):
+            inventories.bind_state(state, inventories.resolve(inventory), spec.metadata.name)
         if world is not None:
             stack.enter_context(world.hold())
         yield
@@ -162,19 +171,24 @@ def local_world_phase(world_dir: Path | None, spec: ClusterSpec, inventory: Path
             "its data is kept)")
     from gpucluster.toolchain import locate
 
+    alongside = []
     if not result.fresh:
         # A running world got its CRDs when it started; the plan phase lists any kind still missing.
         say("operator CRDs left as they are")
     elif locate("crds") is not None:
         from gpucluster.local.crds import install_crds
 
-        say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")
+        def crds() -> None:
+            say(f"{len(install_crds(world.kubeconfig))} operator CRDs installed (generated or stand-in)")
+
+        alongside.append(crds)
     else:
         say("operator CRDs not built (`gpucluster tools install crds`): their objects are skipped")
     from gpucluster import addons
 
-    # Simulated GPU nodes (kept current in the background) and Volcano, as `gpucluster local up` does.
-    addons.start(world, spec, inventory, say=say)
+    # Simulated GPU nodes (kept current in the background) and Volcano, as `gpucluster local up` does;
+    # the operators' CRDs go in meanwhile.
+    addons.start(world, spec, inventory, say=say, alongside=alongside)
     return world
 
 
@@ -203,16 +217,17 @@ def _state_of(spec: ClusterSpec, state_dir: Path | None, world_dir: Path | None,
 def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | None = None,
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
            verify: bool = True, reset: bool = False, context: str | None = None,
-           partial: bool = False, hosts: bool = True, chart_repositories: bool = True,
-           adopt: Sequence[str] = ()) -> Report:
+           allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
+           chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
-    ``partial``: rows the closing verification cannot measure do not fail the run (they are still
-    listed). The local world is always a partial run: it cannot install charts.
+    ``allow_not_measured`` (check id -> who allowed it, :func:`gpucluster.verify.checks.parse`): rows of
+    these checks that the closing verification cannot measure do not fail the run (they are still listed).
+    The local world adds its fixed list (:data:`gpucluster.verify.checks.LOCAL_WORLD`: it installs no chart).
     ``hosts``: on an inventory of real hosts, run the host layer first (``--skip-hosts`` turns it off).
     ``chart_repositories`` False: chart repositories cannot be reached from here, so releases from a
     repository are reported as not installed, with the objects whose CRDs they bring, and what their
-    node agents would publish is not measured (a partial run, like the local world).
+    node agents would publish is not measured (:data:`gpucluster.verify.checks.NO_CHART_REPOSITORIES` allowed).
     ``adopt``: ``KIND/NAMESPACE/NAME`` of objects that exist on the cluster and that the stacks may take
     over: imported and retained (``down`` leaves them). Any other object the stacks would create that
     exists and is not in the stack state stops the run before the first create
@@ -230,9 +245,10 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with _held(spec, state, world_dir, kubeconfig):
+    with _held(spec, state, world_dir, kubeconfig, inventory):
         _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
-            kubeconfig=kubeconfig, verify=verify, reset=reset, context=context, partial=partial,
+            kubeconfig=kubeconfig, verify=verify, reset=reset, context=context,
+            allow_not_measured=allow_not_measured or {},
             hosts=hosts, chart_repositories=chart_repositories, adopt=adopt)
     report.count_changes()
     return report
@@ -274,7 +290,7 @@ def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path 
 
 def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
-        context: str | None = None, partial: bool = False, hosts: bool = True,
+        context: str | None = None, allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
         chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
     world = None
     if not inventories.is_local(spec):
@@ -299,44 +315,52 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context,
             charts=charts, adopt=adopt)
     if verify and not dry_run:
-        from gpucluster.verify.report import summary_line
+        from gpucluster.verify import checks
+        from gpucluster.verify.model import Result, unallowed
+        from gpucluster.verify.report import allowance_lines, summary_line
 
-        partial = partial or not charts
+        # the local world allows its own fixed list; --no-chart-repositories, where given, allows its list
+        allowed = checks.allowed(allow_not_measured or {}, local_world=world is not None,
+                                 chart_repositories=chart_repositories, spec=spec)
         with run.phase("verify") as say:
             report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=charts,
                                            simulated=world is not None)
             c = report.verify["summary"]
-            report.verify["partial"] = partial
-            why = ("the local world installs no charts" if world is not None else
-                   "chart repositories unreachable" if not charts else "--partial")
-            say(summary_line(c) + (f" (a partial run: {why}; not-measured rows are listed, not failed)"
-                                   if partial and c["not-measured"] else ""))
+            report.verify["allowedNotMeasured"] = dict(sorted(allowed.items()))
+            say(summary_line(c))
+            rows = [Result.from_dict(p) for p in report.verify["problems"]]
+            for line in allowance_lines(rows, allowed):
+                say(line)
+            left = unallowed(rows, allowed)
             if c["fail"]:
                 run.problem = f"{c['fail']} check(s) failed"
-            elif c["not-measured"] and not partial:
-                run.problem = f"{c['not-measured']} check(s) not measured"
+            elif left:
+                run.problem = f"{len(left)} row(s) not measured ({','.join(sorted({r.check for r in left}))})"
     return report
 
 
 def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: float = 30.0,
                    context: str | None = None, charts_reachable: bool = True,
                    simulated: bool = False) -> dict[str, Any]:
-    """The cluster checks of ``gpucluster verify`` (no host or metric checks) after ``up``.
+    """The cluster checks of ``gpucluster verify`` (the same rows; no host checks) after ``up``.
 
     Simulated or real node agents act on what the stacks just applied a little later, so a failing
-    check is looked at again every 2 s for up to ``settle_s`` before it counts. Returns the counts
-    and every failed or not-measured row.
+    check is looked at again every 2 s for up to ``settle_s`` before it counts; MIG and sharing changes
+    in progress are followed first, as ``gpucluster verify`` follows them. Returns the counts and every
+    failed or not-measured row.
     """
     from gpucluster import expected
     from gpucluster.poll import poll
-    from gpucluster.verify import cluster, report
+    from gpucluster.verify import cluster, report, upgrades, watchdog
     from gpucluster.verify.model import Verdict
 
     states = expected.host_states(spec)
+    config = str(kubeconfig) if kubeconfig else None
+    followed = watchdog.live_rows(spec, config, context, watchdog.DEFAULT_DEADLINE, upgrades.DEFAULT_DEADLINE)
 
     def check() -> list[Any]:
-        snap = cluster.fetch(spec, str(kubeconfig) if kubeconfig else None, context)
-        return cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated)
+        snap = cluster.fetch(spec, config, context, simulated=simulated)
+        return cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated) + followed
 
     results = poll(check, timeout=settle_s, every=2, done=lambda rs: not any(r.verdict is Verdict.failed for r in rs))
     return {"summary": report.counts(results),
@@ -367,7 +391,7 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
     programs = _programs(plans, kubeconfig, context)
     for name in ("platform", "tenants"):
         with run.phase(f"{name} stack") as say:
-            counts = engine.run(name, "preview" if dry_run else "up", programs[name], on_output=None)
+            counts = _apply(engine, name, plans[name], programs[name], kubeconfig, context, facts.uid, dry_run=dry_run)
             report.stacks.append(counts.as_dict())
             say(_counts_line(counts.as_dict()))
             if name == "platform" and not dry_run and _unserved(plans):
@@ -385,12 +409,25 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
                 from gpucluster.simulator import Simulator
                 from gpucluster.simulator.reconcile import summarize_notes
 
-                # The simulated node agents read the configuration the stacks just applied; what they
-                # still note now is the settled state, worth one line each.
+                # The simulated node agents act on the configuration the stacks just applied, step by step
+                # as theirs would (a MIG change is pending, then applied): settled here rather than left
+                # to the background process's next syncs, so verify looks at the nodes as they end up.
+                # What the agents still note then is the settled state, worth one line each.
                 sim = Simulator(spec, Path(kubeconfig or ""))
-                report.notes += [f"simulated agents: {line}" for line in summarize_notes(sim.sync().notes)]
+                report.notes += [f"simulated agents: {line}" for line in summarize_notes(sim.settle().notes)]
                 sim.close()
     return report
+
+
+def _apply(engine: Any, name: str, stack_plan: Any, program: Callable[[], Any], kubeconfig: Path | None,
+           context: str | None, cluster_uid: str, *, dry_run: bool) -> Any:
+    """Preview or update stack ``name``. An update whose inputs and state are byte-identical to those its last
+    successful update recorded is not run: the engine would change nothing (:mod:`gpucluster.pulumi.fingerprint`),
+    and the counts say so (``inputs_unchanged``)."""
+    if dry_run:
+        return engine.run(name, "preview", program, on_output=None)
+    inputs = engine.inputs(name, stack_plan, str(kubeconfig) if kubeconfig else None, context, cluster_uid)
+    return engine.converged(name, inputs) or engine.run(name, "up", program, on_output=None, inputs=inputs)
 
 
 def _unserved(plans: dict[str, Any]) -> list[Any]:
@@ -437,7 +474,8 @@ def _second_pass(report: Report, say: Callable[[str], None], engine: Any, render
     still = {s.what for s in _unserved(again)}
     if wanted - still:
         say(f"{len(wanted - still)} object(s) whose CRDs the releases installed: applying them now")
-        counts = engine.run("platform", "up", _programs(again, kubeconfig, context)["platform"], on_output=None)
+        counts = _apply(engine, "platform", again["platform"], _programs(again, kubeconfig, context)["platform"],
+                        kubeconfig, context, facts.uid, dry_run=False)
         report.stacks.append({**counts.as_dict(), "stack": "platform (second pass)"})
         say(_counts_line(counts.as_dict()))
     return again
@@ -470,7 +508,7 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
-    with _held(spec, state, world_dir, kubeconfig):
+    with _held(spec, state, world_dir, kubeconfig, inventory):
         return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world,
                      context=context, confirm=confirm)
 
@@ -532,6 +570,12 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
     return report
 
 
+#: How a stack the engine did not run is reported (see :func:`_apply`).
+INPUTS_UNCHANGED = "unchanged (inputs identical to the last update)"
+
+
 def _counts_line(c: dict[str, Any]) -> str:
+    if c.get("inputs_unchanged"):
+        return f"{c['stack']}: {INPUTS_UNCHANGED}: {c['same']} resources as that update left them"
     return (f"{c['stack']}: {c['created']} created, " + (f"{c['imported']} imported, " if c.get("imported") else "")
             + f"{c['updated']} updated, {c['deleted']} deleted, {c['same']} unchanged")

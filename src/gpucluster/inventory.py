@@ -1,14 +1,17 @@
 """Inventories: which spec a command reads, and which cluster it then acts on.
 
 An inventory is a folder holding ``cluster.yaml`` (``inventories/<env>/``). Without ``-i`` every
-command uses the embedded default, ``inventories/local`` (the local world).
+command uses ``$GPUCLUSTER_INVENTORY`` when it is set, else the embedded default,
+``inventories/local`` (the local world).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
-from gpucluster.errors import LocalWorldError
+from gpucluster.errors import InputError, LocalWorldError
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import LOCAL_ENVIRONMENT, ClusterSpec
 
@@ -21,9 +24,23 @@ def default() -> Path:
     return here if here.exists() else REPO_ROOT / "inventories" / "local"
 
 
+#: The environment variable naming the inventory when ``-i`` is not given.
+ENV = "GPUCLUSTER_INVENTORY"
+
+
 def resolve(inventory: Path | None) -> Path:
-    """The inventory a command uses: the one given, else :func:`default`."""
-    return inventory or default()
+    """The inventory a command uses: the one given, else ``$GPUCLUSTER_INVENTORY``, else :func:`default`."""
+    return chosen(inventory)[0]
+
+
+def chosen(inventory: Path | None) -> tuple[Path, str]:
+    """The inventory a command uses and how it was chosen: ``-i``, ``$GPUCLUSTER_INVENTORY`` or ``default``."""
+    if inventory is not None:
+        return inventory, "-i"
+    env = os.environ.get(ENV, "")
+    if env:
+        return Path(env).expanduser(), f"${ENV}"
+    return default(), "default"
 
 
 def load(inventory: Path | None) -> ClusterSpec:
@@ -38,10 +55,39 @@ def is_local(spec: ClusterSpec) -> bool:
 
 def stack_state(environment: str, state_dir: Path | None = None) -> Path:
     """Stack state of a real cluster: ``$GPUCLUSTER_STATE/stacks/<env>`` (the local world keeps its own)."""
-    import os
-
     base = state_dir or Path(os.environ.get("GPUCLUSTER_STATE") or Path.home() / ".local/state/gpucluster")
     return Path(base).expanduser() / "stacks" / environment
+
+
+#: In a real cluster's stack state folder: which inventory the state belongs to.
+STATE_INVENTORY = "inventory.json"
+
+
+def bind_state(state: Path, inventory: Path, name: str) -> None:
+    """Bind the stack state folder ``state`` to ``inventory`` (its first user); refuse another inventory.
+
+    Stack state is found by ``metadata.name`` (or ``--state-dir``), so two inventories that share a name
+    would otherwise share stacks and the admin kubeconfig: the second one's ``up`` would change, and its
+    ``down`` delete, the first one's cluster. InputError (exit 2), nothing changed, naming both.
+    """
+    from gpucluster import atomic
+
+    mine = str(inventory.resolve())
+    record = state / STATE_INVENTORY
+    try:
+        bound = json.loads(record.read_text()).get("inventory", "")
+    except FileNotFoundError:
+        bound = ""
+    except (OSError, ValueError, AttributeError) as err:
+        raise InputError(f"{record}: not a record gpucluster can read ({err}); it names the inventory this stack "
+                         "state belongs to: delete it if the state is this inventory's") from None
+    if bound and bound != mine:
+        raise InputError(f"the stack state {state} of cluster {name!r} belongs to the inventory {bound}, not to "
+                         f"{mine}: two inventories named {name!r} would share stacks and admin kubeconfig. "
+                         "Give this one another metadata.name or --state-dir; if the inventory was moved here, "
+                         f"delete {record}")
+    if not bound:
+        atomic.write(record, json.dumps({"inventory": mine, "cluster": name}) + "\n")
 
 
 #: The admin kubeconfig `gpucluster up` fetched from the init host, in the stack state folder.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import re
 import threading
 import urllib.parse
 from pathlib import Path
@@ -64,6 +65,12 @@ def configmap(namespace: str, name: str) -> str:
     return namespaced(namespace, "configmaps", name)
 
 
+def pod_proxy(namespace: str, pod: str, port: int, path: str) -> str:
+    """A pod's HTTP ``path`` through the API server (``pods/<name>:<port>/proxy/<path>``; kubernetes v1.37.2
+    pkg/registry/core/pod/strategy.go:586 ResourceLocation takes ``name:port``). Needs ``get pods/proxy``."""
+    return f"{namespaced(namespace, 'pods', pod)}:{port}/proxy/{path.lstrip('/')}"
+
+
 def with_selector(path: str, selector: str) -> str:
     """``path`` with a ``labelSelector`` query (``key=value``)."""
     return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}"
@@ -92,6 +99,44 @@ def api_error(method: str, path: str, status: int, data: bytes) -> ApiError:
         message, reason = data[:300].decode(errors="replace"), ""
     error = AlreadyExists if status == 409 and method == "POST" else ApiError
     return error(f"{method} {path}: HTTP {status}{' ' + reason if reason else ''}: {message}", status, reason)
+
+
+def why_unreachable(exc: BaseException) -> str:
+    """The cause of a failed connection in a few words, not urllib3's connection-pool trace.
+
+    urllib3 wraps the cause (``MaxRetryError.reason``: a ``NewConnectionError``, an ``SSLError``, a
+    timeout) and its text repeats the pool, the URL and the retries; the user needs the last part.
+    """
+    reason = getattr(exc, "reason", None) or exc
+    text = " ".join(str(reason).split())
+    errno_text = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if errno_text:
+        return errno_text[1].strip().lower()
+    if "timed out" in text.lower() or "timeout" in type(reason).__name__.lower():
+        return "timed out"
+    if "certificate" in text.lower() or "ssl" in type(reason).__name__.lower():
+        verify = re.search(r"certificate verify failed[^'\")(]*", text)
+        return f"TLS failed: {(verify[0] if verify else text[:160]).strip()}"
+    return f"{type(reason).__name__}: {text[:160]}"
+
+
+def default_kubeconfig() -> str:
+    """What the Kubernetes client reads when no kubeconfig is given (its first ``$KUBECONFIG`` entry)."""
+    import os
+
+    env = os.environ.get("KUBECONFIG", "")
+    return env.split(os.pathsep)[0] if env else str(Path("~/.kube/config").expanduser())
+
+
+def _current_context(kubeconfig: str | Path | None) -> str:
+    """The kubeconfig's ``current-context`` (empty when it cannot be read)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(kubeconfig or default_kubeconfig()).read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return ""
+    return str(data.get("current-context") or "") if isinstance(data, dict) else ""
 
 
 class Kube:
@@ -123,6 +168,8 @@ class Kube:
         except Exception as exc:  # ConfigException, YAML errors, unreadable files, bad certificates
             where = kubeconfig or "(default: $KUBECONFIG or ~/.kube/config)"
             raise KubeconfigError(f"kubeconfig {where} is not usable: {str(exc).strip()[:300]}") from None
+        self.kubeconfig = str(kubeconfig) if kubeconfig else default_kubeconfig()
+        self.context = context or _current_context(kubeconfig)
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = 1
         self._api = kubernetes.client.ApiClient(cfg)
@@ -156,7 +203,8 @@ class Kube:
             return resp.status, resp.read()
         except Exception as exc:  # urllib3 errors: connection refused, TLS, timeouts
             raise ClusterUnreachable(
-                f"{method} {path}: cannot reach the API server at {self.host}: {str(exc).strip()[:300]}"
+                f"cannot reach the API server at {self.host} (kubeconfig {self.kubeconfig}, context "
+                f"{self.context or '(none)'}): {why_unreachable(exc)} [{method} {path}]"
             ) from None
 
     def request(
@@ -201,6 +249,14 @@ class Kube:
     def get(self, path: str) -> dict[str, Any] | None:
         """The object at ``path``, or None when it does not exist."""
         return self.request("GET", path, missing_ok=True)
+
+    def text(self, path: str) -> str:
+        """A GET whose answer is text, not an object (a pod's ``/metrics`` through the API server's proxy)."""
+        status, data = self._send("GET", path, None, "application/json", accept="text/plain, */*")
+        if not 200 <= status < 300:
+            raise api_error("GET", path, status, data)
+        self._count("GET")
+        return data.decode(errors="replace")
 
     def list(self, path: str) -> builtins.list[dict[str, Any]] | None:
         """A list call's items, or None when the resource type is not served (its CRD is absent)."""

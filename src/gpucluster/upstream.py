@@ -1,4 +1,4 @@
-"""Names NVIDIA's components define, and the names of ours that meet them: one place for both sides.
+"""Names NVIDIA's components (and Volcano) define, and the names of ours that meet them: one place for both.
 
 The render core writes these names into objects (DeviceClass selectors, quotas, chart values), spec
 validation checks a spec against them, and verification's arithmetic (:mod:`gpucluster.devices`) and
@@ -35,6 +35,23 @@ def mig_resource(profile: str) -> str:
     return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
+#: XIDs of application errors, after which the GPU is still healthy: the device plugin ignores them in its
+#: health check (k8s-device-plugin v0.19.0 internal/rm/health.go:233, fact health-application-xids).
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+
+# -- the GPU Operator ----------------------------------------------------------------------------------
+
+#: The operator's validator: one pod per GPU node whose init containers validate, in order, the driver,
+#: the container toolkit, CUDA and the device plugin; its main container starts once all passed, so a
+#: Ready pod is a validated node (gpu-operator v26.3.0 assets/state-operator-validation/0500_daemonset.yaml,
+#: fact validator-daemonset).
+OPERATOR_VALIDATOR_LABELS = {"app": "nvidia-operator-validator"}
+OPERATOR_VALIDATIONS = ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")
+#: The operator's DCGM exporter pods and the port they serve ``/metrics`` on (gpu-operator v26.3.0
+#: assets/state-dcgm-exporter/0800_daemonset.yaml, fact dcgm-exporter-daemonset).
+DCGM_EXPORTER_POD_LABELS = {"app": "nvidia-dcgm-exporter"}
+DCGM_EXPORTER_POD_PORT = 9400
+
 # -- the NVIDIA DRA driver (dra-driver-nvidia-gpu) ----------------------------------------------------
 
 #: The DRA driver's name: ResourceSlices, DeviceClass selectors and attribute domains use it.
@@ -56,6 +73,11 @@ DRA_EXTENDED_CLASS = "dra-nvidia-gpu"
 DRA_EXTENDED_RESOURCE = "nvidia.com/gpu"
 #: The DRA driver's feature gate for partitionable MIG (fact driver-feature-gates: alpha, default off).
 DYNAMIC_MIG_GATE = "DynamicMIG"
+#: The DRA driver's feature gate under which it taints unhealthy devices in its ResourceSlices, keys under
+#: ``gpu.nvidia.com/`` (alpha, default off; excluded by DynamicMIG; facts driver-feature-gates,
+#: device-taints-on-health-events). With it off an unhealthy GPU stays published untainted.
+DRA_HEALTH_GATE = "NVMLDeviceHealthCheck"
+DRA_HEALTH_TAINT_PREFIX = "gpu.nvidia.com/"
 #: Architectures whose GPUs switch MIG mode without a GPU reset: with DynamicMIG the driver publishes the
 #: whole GPU next to its partitions (dra-driver-nvidia-gpu v0.4.1 nvlib.go:1461 supportsMIGModeToggle:
 #: Hopper and newer; fact dynamic-mig-publishes).
@@ -73,3 +95,13 @@ def mig_name_part(profile: str) -> str:
 def counter_set_name(gpu: int) -> str:
     """The shared counter set of one GPU under DynamicMIG (fact dynamic-mig-counter-set-name)."""
     return f"gpu-{gpu}-counter-set"
+
+
+# -- Volcano ---------------------------------------------------------------------------------------------
+
+#: What a Queue's spec holds where it leaves these out: the API server's CRD schema defaults (the Queue
+#: type's kubebuilder markers; volcano v1.15.1 staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/
+#: types.go:461,503, fact queue-spec-crd-defaults) and the parent Volcano's queue controller sets on every
+#: queue but ``root`` (pkg/controllers/queue/queue_controller_action.go:296, fact
+#: queue-controller-sets-parent-root; a queue it has not reached yet is root's child all the same).
+VOLCANO_QUEUE_DEFAULTS = {"weight": 1, "dequeueStrategy": "traverse", "parent": "root"}

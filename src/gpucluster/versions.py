@@ -60,6 +60,15 @@ FLUX_KUSTOMIZE_API = "v1.9.4"
 #: Argo CD: the newest release whose API package resolves from served modules (tools/argocd-crds/go.mod).
 ARGOCD = "v3.3.19"
 HELMFILE = "v1.8.0"
+#: containerd releases whose `config dump` the upstream tier runs over the host layer's drop-ins
+#: (Debian 12's own 1.6 runs in Molecule): 1.7, the last 2.0 (before 2.1 merged plugin sections key by
+#: key) and the newest 2.x served here.
+CONTAINERD_17 = "v1.7.35"
+CONTAINERD_20 = "v2.0.14"
+CONTAINERD_2 = "v2.4.2"
+#: Helm, for the tests only: `helm template` renders charts whose source a Go module we build carries
+#: (Volcano's), so what their templates make of our values is Helm's answer (tools/helm).
+HELM = "v3.22.0"
 
 #: Pinned chart of every component that installs one, by component name.
 CHARTS: dict[str, Chart] = {c.name: c.chart for c in with_charts() if c.chart is not None}

@@ -169,6 +169,42 @@ def test_xid_and_idle_gpu_alerts_fire_with_the_tenant_pods_labels(stack: dict[st
     print(f"alerts fired {took:.0f} s after the injection; stack up {time.monotonic() - stack['started']:.0f} s")
 
 
+def test_verify_reads_the_alert_rules_the_real_prometheus_loaded(stack: dict[str, Any], lw: Cluster) -> None:
+    """alert-rules through the real Prometheus: every alert it loaded from our PrometheusRule evaluates the
+    rendered expression (Prometheus answers the query as it parsed it), waits the rendered ``for`` and carries
+    the rendered labels; an alert neutered in the live PrometheusRule fails the row twice over, as a
+    difference of the object and as what the Prometheus then evaluates."""
+    from gpucluster.verify import cluster as vcluster
+    from gpucluster.verify.model import Verdict
+
+    spec, url = stack["spec"], stack["prometheus"]
+
+    def row():
+        snap = vcluster.fetch(spec, lw.kubeconfig, simulated=True, prometheus=url)
+        assert snap.prometheus_loaded is not None, snap.prometheus_error
+        (r,) = vcluster.alert_checks(spec, snap)
+        return r
+
+    healthy = row()
+    assert healthy.verdict is Verdict.passed and f"loaded by {url}" in healthy.actual, healthy
+    rule = lw.get("prometheusrule", monitoring.RULE_NAME, "-n", spec.monitoring.namespace)
+    groups = rule["spec"]["groups"]
+    neutered = [dict(g, rules=[dict(r, expr="vector(0) > 1") if r.get("alert") == "GPUDoubleBitECCError" else r
+                               for r in g["rules"]]) for g in groups]
+    lw.kubectl("patch", "prometheusrule", monitoring.RULE_NAME, "-n", spec.monitoring.namespace, "--type=merge",
+               "-p", json.dumps({"spec": {"groups": neutered}}))
+    try:
+        # the operator regenerates the rule file, the add-on's reloader hands it to Prometheus
+        failed = wait_for("Prometheus evaluating the neutered alert", lambda: (
+            r if "Prometheus evaluates 'vector(0) > 1'" in (r := row()).reason else None), timeout=120, every=2)
+        assert failed.verdict is Verdict.failed
+        assert "spec.groups[0].rules" in failed.reason and "vector(0) > 1" in failed.reason
+    finally:
+        lw.kubectl("patch", "prometheusrule", monitoring.RULE_NAME, "-n", spec.monitoring.namespace,
+                   "--type=merge", "-p", json.dumps({"spec": {"groups": groups}}))
+    wait_for("the rendered rules back in Prometheus", lambda: row().verdict is Verdict.passed, timeout=120, every=2)
+
+
 def test_everything_the_add_on_started_stops_by_pid(stack: dict[str, Any], lw: Cluster) -> None:
     comps = addons.load(lw.state_dir, addon.NAME)
     assert set(comps) == {"prometheus-operator", "monitoring-sim", "prometheus"}

@@ -197,6 +197,16 @@ def test_cold_up_creates_every_non_chart_object(cold, kc, lw: Cluster):
     assert summary["fail"] == 0, [p for p in report.verify["problems"] if p["verdict"] == "fail"]
     assert summary["pass"] >= 4 * len(load_spec(LOCAL).hosts)  # ready, capacity, allocatable, labels per node
     assert all(p["reason"] for p in report.verify["problems"])
+    # with no flag: the local world allows its fixed list, and nothing else is left unmeasured (GPU health
+    # included, read from the simulated DCGM exporter), so `gpucluster up` exits 0
+    from gpucluster.verify import checks
+    from gpucluster.verify.model import Result, problems
+
+    assert report.verify["allowedNotMeasured"] == checks.LOCAL_WORLD
+    unmeasured = {p["check"] for p in report.verify["problems"] if p["verdict"] == "not-measured"}
+    assert unmeasured == set(checks.LOCAL_WORLD), unmeasured
+    rows = [Result.from_dict(p) for p in report.verify["problems"]]
+    assert problems(rows, report.verify["allowedNotMeasured"]) == ""
     print(f"cold up: {seconds:.1f} s; verify {summary}")
 
 
@@ -210,6 +220,11 @@ def test_second_up_reports_no_changes(cold, lw: Cluster):
     # nothing is looked up: everything the stacks create is in their state.
     assert _retained(state)["namespace/monitoring"] is True
     assert (report.ownership["looked_up"], report.ownership["calls"], report.ownership["adopted"]) == (0, 0, [])
+    # Once more with the same inputs: both stacks are byte-identical to that update, so the engine does not run,
+    # and the report says so rather than count a comparison that did not happen.
+    again = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True)
+    assert [(c["stack"], c["inputs_unchanged"]) for c in again.stacks] == [("platform", True), ("tenants", True)]
+    assert [c["same"] for c in again.stacks] == [c["same"] for c in report.stacks], (again.stacks, report.stacks)
 
 
 def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluster, tmp_path):
@@ -312,6 +327,34 @@ def test_probe_chart_installs_from_a_local_path_with_the_stack_values(cold, kc, 
     installed, absent = release_ref(volcano.namespace, "volcano"), release_ref(volcano.namespace, "not-installed")
     found, _ = existing(lw.kubeconfig, [installed, absent], discover(lw.kubeconfig).resources)
     assert found == {installed}
+
+
+def test_verify_reads_the_release_record_helm_wrote_for_the_local_chart(cold, kc, lw: Cluster, tmp_path):
+    """charts-installed against the record the real provider's Helm wrote for the probe chart (a local path):
+    the chart, its version and the values the stack installed it with pass; the same record judged against a
+    spec whose Volcano values differ fails, naming the value; without the record the release is not installed."""
+    from gpucluster.verify import cluster as vcluster
+    from gpucluster.verify.model import Verdict
+
+    def local_chart(data, reclaim=True):
+        data["tenants"][0]["quota"]["gpus"] = 24  # the state the earlier tests left
+        data.setdefault("scheduling", {}).setdefault("volcano", {})["chart"] = {
+            "repository": str(CHARTS), "chart": "gpucluster-probe", "version": "0.1.0"}
+        data["scheduling"]["volcano"]["reclaim"] = reclaim
+
+    spec = load_spec(_variant(tmp_path, "probe-chart", local_chart))
+    snap = vcluster.fetch(spec, lw.kubeconfig, simulated=True)
+    rows = {r.subject: r for r in vcluster.chart_checks(spec, snap, charts_reachable=False)}
+    row = rows["release/volcano"]
+    assert row.verdict is Verdict.passed and row.actual.startswith("gpucluster-probe 0.1.0 in volcano-system"), row
+    # releases from chart repositories are not installed here: not measured (the local world allows them)
+    assert {r.verdict for s, r in rows.items() if s != "release/volcano"} == {Verdict.skipped}
+    other = load_spec(_variant(tmp_path, "probe-chart-no-reclaim", lambda d: local_chart(d, reclaim=False)))
+    row = next(r for r in vcluster.chart_checks(other, snap, charts_reachable=False) if r.subject == "release/volcano")
+    assert row.verdict is Verdict.failed and "values.custom.scheduler_config_override" in row.reason, row
+    snap.helm_releases = [r for r in snap.helm_releases or [] if r["metadata"]["labels"]["name"] != "volcano"]
+    row = next(r for r in vcluster.chart_checks(spec, snap, charts_reachable=False) if r.subject == "release/volcano")
+    assert row.verdict is Verdict.failed and row.actual == "not installed"
 
 
 def test_up_fails_its_verify_step_when_a_device_class_matches_nothing(cold, lw: Cluster, tmp_path):

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_helpers import Cluster
+from cluster_helpers import Cluster, wait_for
 
+from gpucluster import expected
 from gpucluster.cli import entrypoint
 from gpucluster.render import releases, render, tenants
 from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
-from gpucluster.verify import snapshot
+from gpucluster.verify import checks, snapshot
 
 pytestmark = pytest.mark.integration
 LOCAL = Path(__file__).resolve().parents[2] / "inventories" / "local"
@@ -79,15 +80,20 @@ def deployed(lw: Cluster) -> Iterator[tuple[Cluster, Simulator, list[str]]]:
     sim.close()
 
 
-def verify(lw: Cluster, tmp_path: Path, capsys, *, partial: bool = True) -> tuple[int, dict]:
-    """`gpucluster verify` on the local world: a partial run (its charts are never installed, so what
-    they would run is not measured) unless ``partial`` is False."""
+#: This world runs no Volcano (its Queue CRD is not installed here): the one check its verify allows to be
+#: unmeasured beyond the local world's own list.
+ALLOW = ("tenant-queue",)
+
+
+def verify(lw: Cluster, tmp_path: Path, capsys, *, allow: tuple[str, ...] = ALLOW,
+           extra: tuple[str, ...] = ()) -> tuple[int, dict]:
+    """`gpucluster verify` on the local world, allowing ``allow`` beyond the local world's fixed list."""
     report = tmp_path / "verify.json"
     junit = tmp_path / "verify.xml"
     report.unlink(missing_ok=True)  # a report left by an earlier call must not stand in for this one
     junit.unlink(missing_ok=True)
     code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), "--out-dir", str(tmp_path),
-                       *(["--partial"] if partial else [])])
+                       *(["--allow-not-measured", ",".join(allow)] if allow else []), *extra])
     out = capsys.readouterr()
     assert report.exists(), f"verify exited {code} without a report:\n{out.err}\n{out.out[-3000:]}"
     data = json.loads(report.read_text())
@@ -104,30 +110,38 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     code, data = verify(lw, tmp_path, capsys)
     assert failed(data) == set(), data["results"]
     assert code == 0
-    # one LIST per snapshot field, and the Helm records of each release namespace (never cluster-wide)
+    # one LIST per snapshot field, the Helm records of each release namespace (never cluster-wide) and the
+    # GPU Operator namespace's pods
     release_namespaces = {rel.namespace for rel in releases(load_spec(LOCAL))}
-    assert data["listCalls"] == len(snapshot.PATHS) + len(release_namespaces) == 20
-    assert data["accessReviews"] > 100  # every group the spec binds, every grant and protected write
+    assert data["listCalls"] == len(snapshot.PATHS) + len(release_namespaces) + 1 == 21
+    assert data["accessReviews"] > 700  # every group the spec binds, every grant, protected write, other namespace
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
             "deviceclass-matches", "dra-extended-resource", "tenant-quota", "tenant-limitrange", "tenant-security",
-            "tenant-admission", "tenant-rbac"} <= passed
+            "tenant-admission", "tenant-rbac", "gpu-health", "priority-classes", "alert-rules"} <= passed
     unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
-    # The local world installs no chart: the operators' DaemonSets and releases, and flannel's
-    # NetworkPolicy enforcer, are not measured (never passed); no node-problem-detector reports GPU
-    # conditions; this world has no Volcano CRDs; no DCGM endpoint is given.
-    assert unmeasured == {"daemonsets-ready", "charts-installed", "gpu-health", "tenant-queue", "gpu-xid",
-                          "network-policy-enforcer"}
+    # The local world installs no chart: the operators' DaemonSets and releases, and flannel's NetworkPolicy
+    # enforcer (its chart's add-on), are not measured (never passed, allowed by the local world); this world
+    # has no Volcano CRDs (allowed by the test). GPU health is measured: the simulated DCGM exporter is its source.
+    assert unmeasured == {"daemonsets-ready", "charts-installed", "network-policy-enforcer", "tenant-queue"}
+    assert unmeasured - {"tenant-queue"} == set(checks.LOCAL_WORLD)
+    assert {r["allowed"] for r in data["results"] if r["verdict"] == "not-measured"} == {
+        *checks.LOCAL_WORLD.values(), checks.BY_USER}
+    health = [r for r in data["results"] if r["check"] == "gpu-health"]
+    assert health and all("SIMULATED DCGM exporter" in r["actual"] for r in health)
     for r in data["results"]:
         if r["verdict"] == "not-measured":
             assert r["reason"], r
 
 
-def test_without_partial_unmeasured_rows_fail_the_run(deployed, tmp_path, capsys):
+def test_an_unmeasured_row_whose_check_is_not_allowed_fails_the_run(deployed, tmp_path, capsys):
     lw, _sim, _left_out = deployed
-    code, data = verify(lw, tmp_path, capsys, partial=False)
+    code, data = verify(lw, tmp_path, capsys, allow=())
     assert failed(data) == set() and data["summary"]["not-measured"] > 0
     assert code == 1
+    # the local world's own allowances still hold: only the row nobody allowed is named
+    data_rows = {r["check"] for r in data["results"] if r["verdict"] == "not-measured" and "allowed" not in r}
+    assert data_rows == {"tenant-queue"}
 
 
 def _cm_replicas(lw: Cluster, replicas: int) -> None:
@@ -329,20 +343,109 @@ def test_metrics_health_names_node_and_gpu(deployed, tmp_path, capsys):
 
     lw, _sim, _ = deployed
     spec = load_spec(LOCAL)
-    with Fleet(devices_for(spec)) as fleet:  # one simulated exporter per GPU node
+    with Fleet(devices_for(spec)) as fleet:  # one exporter per GPU node, given with --metrics-url
         fleet.inject_xid("h200-1", 3, 79)
         fleet.inject_ecc("l4-2", 1, double_bit=2)
-        report = tmp_path / "verify.json"
-        urls = [a for url in fleet.urls.values() for a in ("--metrics-url", url)]
-        code = entrypoint(["verify", "-i", str(LOCAL), "--kubeconfig", str(lw.kubeconfig), *urls,
-                           "--out-dir", str(tmp_path)])
-        capsys.readouterr()
-        data = json.loads(report.read_text())
+        urls = tuple(a for url in fleet.urls.values() for a in ("--metrics-url", url))
+        code, data = verify(lw, tmp_path, capsys, extra=urls)
     bad = {(r["check"], r["subject"]): r["actual"] for r in data["results"] if r["verdict"] == "fail"}
-    assert set(bad) == {("gpu-xid", "h200-1"), ("gpu-ecc", "l4-2")}
-    assert "GPU 3: XID 79" in bad[("gpu-xid", "h200-1")]
-    assert "GPU 1: 2 DBE" in bad[("gpu-ecc", "l4-2")]
+    assert set(bad) == {("gpu-health", "h200-1"), ("gpu-health", "l4-2")}
+    assert "GPU 3: XID 79 (GPU has fallen off the bus)" in bad[("gpu-health", "h200-1")]
+    assert "GPU 1: 2 double-bit ECC errors" in bad[("gpu-health", "l4-2")]
+    assert {r["verdict"] for r in data["results"] if r["check"] == "gpu-metrics"} == {"pass"}
     assert code == 1
+
+
+def _simulate_dcgm(lw: Cluster, node: str, knobs: dict | None) -> None:
+    from gpucluster import labels as L
+
+    value = json.dumps(knobs) if knobs else None
+    lw.kubectl("annotate", "--overwrite", "node", node, f"{L.SIMULATE_DCGM}={value}" if value
+               else f"{L.SIMULATE_DCGM}-")
+
+
+def test_gpu_health_through_the_simulated_exporter(deployed, tmp_path, capsys):
+    """The local world's GPU health source is the simulated DCGM exporter, read from the cluster's state: an
+    XID set on one GPU fails exactly that node's row, an application XID does not, and without the metrics
+    CSV ConfigMap no exporter can start, which fails every GPU node."""
+    from gpucluster.render.monitoring import DCGM_CONFIGMAP
+
+    lw, _sim, _ = deployed
+    _simulate_dcgm(lw, "h200-1", {"3": {"xid": 79}})
+    try:
+        code, data = verify(lw, tmp_path, capsys)
+        bad = {(r["check"], r["subject"]): r for r in data["results"] if r["verdict"] == "fail"}
+        assert set(bad) == {("gpu-health", "h200-1")} and code == 1
+        row = bad[("gpu-health", "h200-1")]
+        assert "GPU 3: XID 79 (GPU has fallen off the bus)" in row["actual"]
+        assert "SIMULATED DCGM exporter" in row["reason"]
+        _simulate_dcgm(lw, "h200-1", {"3": {"xid": 13}})  # an application error: the GPU is still healthy
+        code, data = verify(lw, tmp_path, capsys)
+        assert failed(data) == set() and code == 0
+    finally:
+        _simulate_dcgm(lw, "h200-1", None)
+    ns = load_spec(LOCAL).gpu_operator.namespace
+    cm = lw.get("configmap", DCGM_CONFIGMAP, "-n", ns)
+    lw.kubectl("delete", "configmap", "-n", ns, DCGM_CONFIGMAP)
+    try:
+        code, data = verify(lw, tmp_path, capsys)
+        gpu_nodes = {h for h, s in expected.host_states(load_spec(LOCAL)).items() if s.gpu_count}
+        assert failed(data) == {("gpu-health", n) for n in gpu_nodes} and code == 1
+        assert all("cannot mount its metrics CSV" in r["actual"] for r in data["results"] if r["check"] == "gpu-health")
+    finally:
+        apply_rendered(lw, [{k: cm[k] for k in ("apiVersion", "kind", "data")}
+                            | {"metadata": {"name": DCGM_CONFIGMAP, "namespace": ns}}])
+    code, data = verify(lw, tmp_path, capsys)
+    assert failed(data) == set() and code == 0
+
+
+def _stand_in_daemonset(name: str, namespace: str, node_selector: dict[str, str]) -> dict:
+    """A DaemonSet named and selecting nodes as the operator's would; kwok runs its pods."""
+    app = {"app": name}
+    secure = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": app}, "template": {"metadata": {"labels": app}, "spec": {
+                "nodeSelector": node_selector, "tolerations": [{"operator": "Exists"}],
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": name, "image": f"{name}:stand-in", "securityContext": secure}]}}}}
+
+
+def _settled(lw: Cluster, namespace: str, name: str) -> dict:
+    def probe():
+        ds = lw.get("daemonset", name, "-n", namespace)
+        st = ds.get("status") or {}
+        done = (st.get("observedGeneration") == ds["metadata"]["generation"] and st.get("desiredNumberScheduled")
+                and st.get("numberReady") == st.get("desiredNumberScheduled") == st.get("updatedNumberScheduled"))
+        return ds if done else None
+
+    return wait_for(f"DaemonSet {namespace}/{name} counted ready by its controller", probe, timeout=120)
+
+
+def test_daemonsets_ready_is_measured_on_a_real_daemonset_controller(deployed, tmp_path, capsys):
+    """The local world installs no operator, so its DaemonSets are not measured (allowed); one created here, as
+    the GPU Operator names and selects it (fact daemonsets), is measured from the status the real DaemonSet
+    controller writes: ready on the device-plugin pools' nodes it passes; moved to one node it fails."""
+    lw, _sim, _ = deployed
+    ns, name = load_spec(LOCAL).gpu_operator.namespace, "nvidia-device-plugin-daemonset"
+    subject = f"{ns}/{name}"
+    apply_rendered(lw, [_stand_in_daemonset(name, ns, {"nvidia.com/gpu.deploy.device-plugin": "true"})])
+    try:
+        _settled(lw, ns, name)
+        code, data = verify(lw, tmp_path, capsys)
+        rows = {(r["check"], r["subject"]): r for r in data["results"]}
+        assert rows[("daemonsets-ready", subject)]["verdict"] == "pass" and code == 0
+        _patch(lw, "daemonset", "-n", ns, name,
+               body={"spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": "l4-1"}}}}})
+        _settled(lw, ns, name)
+        code, data = verify(lw, tmp_path, capsys)
+        assert failed(data) == {("daemonsets-ready", subject)} and code == 1
+        row = next(r for r in data["results"] if r["subject"] == subject)
+        assert row["actual"].startswith("1 scheduled") and "other nodes than the spec's" in row["reason"]
+    finally:
+        lw.kubectl("delete", "daemonset", "-n", ns, name, "--wait=true")
+    code, data = verify(lw, tmp_path, capsys)
+    assert failed(data) == set() and code == 0
 
 
 def test_unreachable_cluster_is_one_clear_line_and_exit_1(tmp_path, capsys):
@@ -377,7 +480,8 @@ def _suite(lw: Cluster, tmp_path: Path) -> tuple[int, dict[str, str]]:
     junit = tmp_path / "suite.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
                            "gpucluster.verify.suite.test_cluster", "--gpucluster-inventory", str(LOCAL),
-                           "--gpucluster-kubeconfig", str(lw.kubeconfig), "--gpucluster-partial",
+                           "--gpucluster-kubeconfig", str(lw.kubeconfig), "--gpucluster-allow-not-measured",
+                           ",".join(ALLOW),
                            f"--junitxml={junit}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert junit.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -34,7 +34,8 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 
 #: A local world of our own without the operators' CRDs (Volcano installs its own).
-LOCAL_WORLD = {"crds": False, "tools": ("vc-scheduler", "vc-controller-manager", "controller-gen")}
+LOCAL_WORLD = {"crds": False, "tools": ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager",
+                                        "controller-gen")}
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +203,7 @@ def test_start_again_changes_nothing_and_listens_on_loopback_only(
     kube: Kube, lw: Cluster, spec: ClusterSpec
 ) -> None:
     before = {n: c.pid for n, c in addons.load(lw.state_dir, local_volcano.NAME).items()}
-    assert set(before) == {"vc-scheduler", "vc-controller-manager"}
+    assert set(before) == {"vc-webhook-manager", "vc-scheduler", "vc-controller-manager"}
     again = local_volcano.start(lw.world, spec)
     assert {n: c.pid for n, c in again.items()} == before and local_volcano.running(lw.world)
     out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout

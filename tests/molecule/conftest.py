@@ -61,7 +61,7 @@ def machine_lock() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def molecule_env(machine_lock: None) -> Iterator[dict[str, str]]:
+def molecule_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     """Environment for `molecule`: podman conf, roles path, image name, apt cache, artifacts."""
     missing = [tool for tool in ("podman", "runc", "debootstrap") if shutil.which(tool) is None]
     if missing:
@@ -69,6 +69,7 @@ def molecule_env(machine_lock: None) -> Iterator[dict[str, str]]:
         if os.environ.get("GPUCLUSTER_REQUIRE_TOOLS") == "1":  # scripts/test.sh installed them: missing is a failure
             pytest.fail(reason)
         pytest.skip(reason)
+    request.getfixturevalue("machine_lock")  # only once there is something to run (never for a skip)
     env = dict(os.environ)
     venv_bin = Path(os.sys.executable).parent
     env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"

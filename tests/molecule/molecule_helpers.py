@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 ROLES = ("host_prep", "container_runtime", "nvidia_container_toolkit", "nvidia_driver",
          "kubernetes_node", "mig_host", "rdma_host")
 # Scenarios that need artifacts beyond the image.
-NEEDS_NCT = {"nvidia_container_toolkit", "site"}
+NEEDS_NCT = {"container_runtime", "nvidia_container_toolkit", "site"}
 NEEDS_K8S = {"kubernetes_node", "site"}
 NEEDS_IMAGES = {"site"}
 NEEDS_STANDIN = {"site"}  # the GPU stand-in (molecule/site/prepare.yml)

@@ -15,3 +15,11 @@ def local(local_spec: ClusterSpec) -> ClusterSpec:
 @pytest.fixture
 def lab(lab_spec: ClusterSpec) -> ClusterSpec:
     return lab_spec.model_copy(deep=True)
+
+
+@pytest.fixture(autouse=True)
+def _pinned_rows_count_from_one() -> None:
+    """Each test numbers its pinned row sets from 1 (tests/unit/pinned_rows.py)."""
+    import pinned_rows
+
+    pinned_rows.reset()

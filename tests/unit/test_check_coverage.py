@@ -1,24 +1,39 @@
-"""Every check verify can emit has a test in which that check fails on its own fault.
+"""Every check verify can emit fails on a fault of its own, proven by running the fault.
 
-The check ids are read from the source (the first argument of every ``ok``/``fail``/``skip``/
-``compare``/``Result`` call under ``src/gpucluster``); the proofs from the table in
-docs/verification.md ("How the checks are proven"). Each id needs a row, and each reference in a row
-must name a test that exists (``path::test_name`` with, for a parametrized fault, its id in the file)
-and a file that mentions the check id.
+- The check ids are read from the source (the first argument of every ``ok``/``fail``/``skip``/
+  ``compare``/``Result``/``_row`` call under ``src/gpucluster``) and must be the registry
+  :data:`gpucluster.verify.checks.CHECKS` (which ``--allow-not-measured`` accepts).
+- Every cluster check has a named fault in tests/unit/verify_faults.py: a mutation of a snapshot
+  recorded from the local world. Each fault is *run* here: its rows must fail (saying what was expected
+  and what was found) and no other row may change verdict. A fault wired to the wrong check fails
+  this test (shown below).
+- Checks judged outside a cluster snapshot (the host checks, the reconfiguration watchdog, an
+  unreachable host) are proven by the tests docs/verification.md names for them, which must exist.
+- docs/verification.md lists every check with its source and the faults that prove it.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
+
+import pytest
+from verify_faults import FAULTS, Fault, judge, outcome, problems, read, recorded_rows
+
+from gpucluster.verify.checks import CHECKS
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "verification.md"
 #: Functions whose first argument is a check id (``_row`` is tenancy's compare-by-spec helper).
 EMITTERS = {"ok", "fail", "skip", "compare", "Result", "_row"}
+#: Checks that no cluster snapshot decides: their proofs are the tests docs/verification.md names.
+OUTSIDE_SNAPSHOT = {"mig-reconfig", "sharing-reconfig", "driver-upgrade", "host-reachable"} | {
+    c for c in CHECKS if c.startswith("host-")}
 
 
+@cache
 def emitted_ids() -> dict[str, set[str]]:
     """Check id -> the source files that emit it."""
     out: dict[str, set[str]] = {}
@@ -38,58 +53,89 @@ def emitted_ids() -> dict[str, set[str]]:
     return out
 
 
-def proofs() -> dict[str, list[str]]:
-    """Check id -> the test references of its row in the proof table."""
+def proofs() -> dict[str, tuple[str, list[str], list[str]]]:
+    """Check id -> (source, fault ids, test references) of its row in the proof table."""
     text = DOC.read_text()
     section = text[text.index("## How the checks are proven"):]
-    out: dict[str, list[str]] = {}
+    out: dict[str, tuple[str, list[str], list[str]]] = {}
     for line in section.splitlines():
-        m = re.match(r"\| `([a-z-]+)` \| [^|]+ \| (.+) \|$", line)
+        m = re.match(r"\| `([a-z-]+)` \| ([^|]+) \| ([^|]+) \| (.+) \|$", line)
         if m:
-            out[m.group(1)] = re.findall(r"`([^`]+::[^`]+)`", m.group(2))
+            out[m.group(1)] = (m.group(2).strip(), re.findall(r"`([a-z0-9-]+)`", m.group(3)),
+                               re.findall(r"`([^`]+::[^`]+)`", m.group(4)))
     return out
 
 
 def test_the_source_scan_finds_the_checks() -> None:
     ids = emitted_ids()
-    assert {"node-ready", "dra-slices", "tenant-rbac", "host-containerd", "host-reachable"} <= set(ids)
-    assert len(ids) >= 30
+    assert {"node-ready", "dra-slices", "tenant-rbac", "host-containerd", "host-reachable", "gpu-health"} <= set(ids)
 
 
-def test_every_check_has_a_failing_test() -> None:
-    missing = sorted(set(emitted_ids()) - {c for c, refs in proofs().items() if refs})
-    assert missing == [], f"checks without a proof row in docs/verification.md: {missing}"
+def test_the_registry_is_what_the_source_emits() -> None:
+    assert sorted(emitted_ids()) == sorted(CHECKS)
 
 
-def test_no_proof_row_names_a_check_the_code_no_longer_emits() -> None:
-    assert sorted(set(proofs()) - set(emitted_ids())) == []
+def test_every_cluster_check_has_a_named_fault() -> None:
+    covered = {check for f in FAULTS.values() for check, _ in f.fails}
+    assert sorted(set(CHECKS) - OUTSIDE_SNAPSHOT - covered) == []
 
 
-def test_every_reference_names_a_real_test_that_mentions_its_check() -> None:
-    problems = []
-    for check, refs in proofs().items():
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_fails_exactly_its_rows(fault: str) -> None:
+    rows, changed = outcome(FAULTS[fault])
+    assert judge(fault, FAULTS[fault], rows, changed) == []
+    # and the failing rows read as tests/data/verify/rows.json says (a user reads these messages)
+    now = read(rows[k] for k in sorted(changed))
+    assert now == recorded_rows(fault, now, fault=True), f"fault {fault}: its rows read otherwise than rows.json"
+
+
+def test_a_cross_wired_fault_fails_the_coverage_check() -> None:
+    # The globalDefault fault declared as a queue fault: its own row does not fail, and the row it does
+    # fail is one it does not name. Either is enough to fail the check above.
+    real = FAULTS["priority-class-made-global-default"]
+    wired = {"cross-wired": Fault(real.mutate, frozenset({("tenant-queue", "tenants/inference")}), real.base)}
+    assert problems(wired) == [
+        "cross-wired: tenant-queue[tenants/inference] did not fail (pass)",
+        "cross-wired: priority-classes[priorityclass/notebooks] changed too (pass -> fail)",
+    ]
+    # and a fault whose mutation breaks nothing cannot stand in for a check either
+    inert = {"inert": Fault(lambda s: None, frozenset({("priority-classes", "priorityclass/notebooks")}))}
+    assert problems(inert) == ["inert: priority-classes[priorityclass/notebooks] did not fail (pass)"]
+
+
+def test_the_doc_lists_every_check_with_its_source_and_proof() -> None:
+    table = proofs()
+    assert sorted(table) == sorted(CHECKS), "docs/verification.md's proof table must list every check once"
+    problems_: list[str] = []
+    for check, (source, faults, refs) in table.items():
+        if not source or source == "-":
+            problems_.append(f"{check}: no source")
+        for name in faults:
+            if name not in FAULTS:
+                problems_.append(f"{check}: fault {name} is not in tests/unit/verify_faults.py")
+            elif check not in {c for c, _ in FAULTS[name].fails}:
+                problems_.append(f"{check}: fault {name} fails {sorted(FAULTS[name].fails)}, not {check}")
+        if check not in OUTSIDE_SNAPSHOT and not faults:
+            problems_.append(f"{check}: no named fault")
+        if check in OUTSIDE_SNAPSHOT and not refs:
+            problems_.append(f"{check}: no test named")
         for ref in refs:
             path, _, rest = ref.partition("::")
-            name, _, param = rest.partition("[")
+            name = rest.partition("[")[0]
             file = REPO / path
             if not file.is_file():
-                problems.append(f"{check}: {path} does not exist")
-                continue
-            text = file.read_text()
-            if not re.search(rf"^def {re.escape(name)}\(", text, re.M):
-                problems.append(f"{check}: no test {name} in {path}")
-            if param and f'"{param.rstrip("]")}"' not in text:
-                problems.append(f"{check}: {path} has no fault id {param.rstrip(']')!r}")
-            if check not in text:
-                problems.append(f"{check}: {path} never mentions the check")
-    assert problems == []
+                problems_.append(f"{check}: {path} does not exist")
+            elif not re.search(rf"^def {re.escape(name)}\(", file.read_text(), re.M):
+                problems_.append(f"{check}: no test {name} in {path}")
+    named = {f for _, faults, _ in table.values() for f in faults}
+    problems_ += [f"fault {f} is in no row of the doc's proof table" for f in sorted(set(FAULTS) - named)]
+    assert problems_ == []
 
 
-def test_every_check_the_checklist_names_is_emitted() -> None:
+def test_the_checklist_names_only_checks_that_exist() -> None:
     from gpucluster.verify.checklist import CHECKLIST
 
-    named = {c for _, checks, _ in CHECKLIST for c in checks}
-    assert sorted(named - set(emitted_ids())) == []
+    assert sorted({c for _, ids, _ in CHECKLIST for c in ids} - set(CHECKS)) == []
 
 
 def test_the_checklist_counts_network_policy_as_enforced_only_by_the_enforcer_row() -> None:

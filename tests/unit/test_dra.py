@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from pinned_rows import pin
 from testkit import find as at
 from testkit import problems
 
@@ -256,15 +257,18 @@ def test_claim_rows_list_each_tenants_devices_and_fail_beyond_quota_or_on_a_vani
     claims = [alloc("team-a", f"c{i}", "l40s-1", f"gpu-{i}") for i in range(3)]
     snap = Snapshot(resource_slices=[l40s_slice("l40s-1")], resource_claims=claims)
     [row] = dra_claims.claim_checks(spec, snap)
+    pin([row])
     assert row.check == "dra-claims"
     assert row.verdict.value == "pass" and row.subject == "tenants/team-a"
     assert "3 devices: l40s-1/gpu-0 (NVIDIA L40S; claim c0)" in row.actual
     snap.resource_slices = [l40s_slice("l40s-1", n=2)]  # gpu-2 vanished
     [row] = dra_claims.claim_checks(spec, snap)
+    pin([row])
     assert row.verdict.value == "fail" and "holds l40s-1/gpu-2, which no ResourceSlice publishes" in row.reason
     snap.resource_slices = [l40s_slice("l40s-1", n=4)]
     snap.resource_claims = [alloc("team-a", f"c{i}", "l40s-1", f"gpu-{i}", cls="h100") for i in range(2)]
     [row] = dra_claims.claim_checks(spec, snap)
+    pin([row])
     assert row.verdict.value == "fail" and "2 'h100' devices held, above the quota of 1" in row.reason
 
 
@@ -275,9 +279,11 @@ def test_extended_resource_row_fails_when_another_class_takes_the_mapping(spec):
     snap = Snapshot(device_classes=[cls("gpu.nvidia.com", "2026-11-01T00:00:00Z"),
                                     cls("dra-nvidia-gpu", "2026-11-01T00:00:01Z")])
     [row] = dra_claims.extended_checks(spec, snap)
+    pin([row])
     assert (row.check, row.verdict.value, row.actual) == ("dra-extended-resource", "pass", "dra-nvidia-gpu")
     snap.device_classes[0]["metadata"]["creationTimestamp"] = "2026-11-01T00:00:02Z"  # the chart's, recreated
     [row] = dra_claims.extended_checks(spec, snap)
+    pin([row])
     assert (row.check, row.verdict.value, row.actual) == ("dra-extended-resource", "fail", "gpu.nvidia.com")
 
 
@@ -300,6 +306,7 @@ def test_quarantine_rows_fail_while_an_untolerating_claim_holds_a_noexecute_gpu(
     snap = Snapshot(resource_slices=[l40s_slice("l40s-1")], device_taint_rules=[rule],
                     resource_claims=[alloc("team-a", "c", "l40s-1", "gpu-1")])
     [row] = dra_claims.quarantine_checks(spec, snap)
+    pin([row])
     assert row.check == "dra-quarantine"
     assert row.verdict.value == "fail" and "team-a/c still holds it" in row.reason
     # an empty effect tolerates the taint for scheduling, not for eviction (fact
@@ -310,6 +317,7 @@ def test_quarantine_rows_fail_while_an_untolerating_claim_holds_a_noexecute_gpu(
     snap.resource_claims = [alloc("team-a", "c", "l40s-1", "gpu-1", tolerations=[
         {"key": "gpucluster.dev/quarantine", "operator": "Exists", "effect": "NoExecute"}])]
     [row] = dra_claims.quarantine_checks(spec, snap)
+    pin([row])
     assert row.verdict.value == "pass" and "quarantined (NoExecute) since 2026-11-01T00:00:00Z: XID 79" in row.actual
     snap.resource_slices = [l40s_slice("l40s-1", n=1)]
     assert "no ResourceSlice publishes gpu-1" in next(dra_claims.quarantine_checks(spec, snap)).reason

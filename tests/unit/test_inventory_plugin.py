@@ -13,7 +13,7 @@ import pytest
 
 from gpucluster.render.gpu_operator import mig_parted_config
 from gpucluster.render.nodes import node_config
-from gpucluster.spec import load_spec
+from gpucluster.spec import features, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
@@ -143,7 +143,10 @@ def test_kubeadm_pod_subnet_is_the_pod_network_cidr(tmp_path):
 @pytest.mark.parametrize("version", ["1.36.3", "1.37.2"])
 def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, version):
     """Spec → inventory plugin → kubeadm documents: on 1.36 DeviceTaintRules need their beta-off gate on every
-    component and resource.k8s.io/v1beta2 served (facts fg-dra-device-taint-rules); on 1.37 nothing is set."""
+    component and resource.k8s.io/v1beta2 served (facts fg-dra-device-taint-rules); on 1.37 no gate is set.
+    On both, the local inventory's Volcano schedules with device taints on and watches DeviceTaintRules at
+    resource.k8s.io/v1alpha3 (facts volcano.yaml scheduler-watches-taint-rules-at-v1alpha3), an alpha API
+    the API server serves only when told."""
     text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
     assert 'version: "1.37.2"' in text
     (tmp_path / "cluster.yaml").write_text(text.replace('version: "1.37.2"', f'version: "{version}"'))
@@ -153,13 +156,18 @@ def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, v
         tmp_path, "cp-1", "[kubernetes_node_cluster_configuration, kubernetes_node_feature_gates]")
     args = {c: {a["name"]: a["value"] for a in cluster[c]["extraArgs"]}
             for c in ("apiServer", "controllerManager", "scheduler")}
+    # The API client rate limits (defaults/main.yml says why) on both versions; the rest depends on the version.
+    assert [args["controllerManager"].pop(k) for k in ("kube-api-qps", "kube-api-burst")] == ["100", "200"]
+    assert [args["scheduler"].pop(k) for k in ("kube-api-qps", "kube-api-burst")] == ["200", "400"]
     if version == "1.36.3":
         assert all(a["feature-gates"] == "DRADeviceTaintRules=true" for a in args.values()), args
-        assert args["apiServer"]["runtime-config"] == "resource.k8s.io/v1beta2=true"
+        assert args["apiServer"]["runtime-config"] == (f"{features.VOLCANO_TAINT_RULES_API}=true,"
+                                                       "resource.k8s.io/v1beta2=true")
         assert "runtime-config" not in args["scheduler"]
         assert kubelet_gates == {"DRADeviceTaintRules": True}
     else:
-        assert args == {"apiServer": {}, "controllerManager": {}, "scheduler": {}}
+        assert args == {"apiServer": {"runtime-config": f"{features.VOLCANO_TAINT_RULES_API}=true"},
+                        "controllerManager": {}, "scheduler": {}}
         assert kubelet_gates == {}
 
 

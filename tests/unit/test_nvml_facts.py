@@ -21,21 +21,17 @@ NVML_YAML = Path(nvml.__file__).parent / "data" / "nvml.yaml"
 RAW = yaml.safe_load(NVML_YAML.read_text())
 
 #: (model, field) -> why the catalog and upstream differ, with the source. Nothing else may differ.
-JUSTIFIED: dict[tuple[str, str], str] = {
-    ("A30", "productName"): (
-        "unresolved: the catalog says 'NVIDIA A30'; the only upstream A30 is go-nvml's mock A30_PCIE_24GB "
-        "'NVIDIA A30-PCIE-24GB' (NVIDIA/go-nvml v0.13.4-1 pkg/nvml/mock/gpus/a30.go:26), and go-nvml's mock "
-        "names are not always real (a100.go:46 'Mock NVIDIA A100-SXM4-40GB' vs the real board's "
-        "'NVIDIA A100-SXM4-40GB', NVIDIA/k8s-test-infra qx-a100.xml:9). No real A30 capture decides it."
-    ),
-}
+#: (Empty since the real A30 capture, gpucluster/data/captures.yaml gpu-operator-442-a30, settled the A30's
+#: product name: the catalog's "NVIDIA A30", not go-nvml's mock "NVIDIA A30-PCIE-24GB".)
+JUSTIFIED: dict[tuple[str, str], str] = {}
 
-#: model -> fields no upstream source gives (nvml.yaml holds the catalog's value and says why).
+#: model -> fields no upstream source gives (nvml.yaml holds the catalog's value and says why, and no
+#: real-board capture in gpucluster/data/captures.yaml gives it either).
 UNSOURCED: dict[str, set[str]] = {
-    "H100-NVL-94GB": {"productName", "memoryMiB", "architecture", "computeCapability", "migCapable", "mig"},
+    "H100-NVL-94GB": {"architecture", "computeCapability", "migCapable", "mig"},
     "GH200": {"productName", "memoryMiB", "architecture", "computeCapability", "migCapable", "mig"},
-    "L4": {"productName", "memoryMiB", "architecture", "computeCapability", "migCapable"},
-    "H200-141GB": {"productName", "memoryMiB", "mig"},
+    "L4": {"productName", "architecture", "computeCapability", "migCapable"},
+    "H200-141GB": {"memoryMiB", "mig"},
     "B200": {"mig"},
     "H100-SXM5-80GB": {"mig.placements"},
     "A30": {"mig.infoIds"},

@@ -1,21 +1,26 @@
 """`gpucluster up` ends with the cluster checks: their summary is printed; a failed check exits 1, and so
-does a check that could not be measured unless the run is partial."""
+does a row that could not be measured unless its check is allowed (--allow-not-measured, one id at a time)."""
 
 from __future__ import annotations
 
+import json
+
 from gpucluster import flow
 from gpucluster.cli import entrypoint
+from gpucluster.verify import checks
+
+UNMEASURED = {"check": "daemonsets-ready", "subject": "gpu-operator/nvidia-driver-daemonset", "verdict": "not-measured",
+              "expected": "", "actual": "", "reason": "the GPU Operator chart is not installed"}
 
 
-def _report(fail: int, partial: bool = False) -> flow.Report:
+def _report(fail: int, allowed: dict[str, str] | None = None) -> flow.Report:
     report = flow.Report("lab", "up")
     report.stacks = [{"stack": "platform", "created": 0, "updated": 0, "deleted": 0, "same": 12, "seconds": 1.0}]
-    problems = [{"check": "node-daemonsets", "subject": "gpu-operator", "verdict": "not-measured", "expected": "",
-                 "actual": "", "reason": "the GPU Operator chart is not installed"}] * 2
+    problems = [UNMEASURED] * 2
     problems += [{"check": "deviceclass-matches", "subject": "deviceclass/gpu-1ti", "verdict": "fail",
                   "expected": ">= 1 device", "actual": "0 devices", "reason": ""}] * fail
     report.verify = {"summary": {"pass": 40, "fail": fail, "not-measured": 2}, "problems": problems,
-                     "partial": partial}
+                     "allowedNotMeasured": dict(allowed or {})}
     return report
 
 
@@ -26,15 +31,15 @@ def test_failed_check_after_up_is_printed_and_exits_1(monkeypatch, capsys):
     assert "verify: 40 passed, 1 failed, 2 not measured" in out
     assert "failed deviceclass-matches deviceclass/gpu-1ti: expected >= 1 device, actual 0 devices" in out
     # Repeated unmeasured rows are listed once, with their count and reason.
-    assert "not measured node-daemonsets x2: the GPU Operator chart is not installed" in out
+    assert "not measured daemonsets-ready x2: the GPU Operator chart is not installed" in out
 
 
-def test_unmeasured_checks_exit_1_unless_the_run_is_partial(monkeypatch, capsys):
+def test_unmeasured_rows_exit_1_unless_their_check_is_allowed(monkeypatch, capsys):
     seen = {}
 
     def fake(*a, **k):
         seen.update(k)
-        report = _report(fail=0, partial=k["partial"])
+        report = _report(fail=0, allowed=k["allow_not_measured"])
         if not k["verify"]:
             report.verify = {}
         return report
@@ -43,11 +48,42 @@ def test_unmeasured_checks_exit_1_unless_the_run_is_partial(monkeypatch, capsys)
     assert entrypoint(["up"]) == 1
     out = capsys.readouterr()
     assert "verify: 40 passed, 0 failed, 2 not measured" in out.out
-    assert "2 check(s) not measured" in out.err
-    assert entrypoint(["up", "--partial"]) == 0
-    assert seen["verify"] is True and seen["partial"] is True
+    assert ("2 row(s) not measured (daemonsets-ready; each row says why): `--allow-not-measured daemonsets-ready` "
+            "accepts them") in out.err
+    # another check's allowance does not cover them
+    assert entrypoint(["up", "--allow-not-measured", "gpu-health,charts-installed"]) == 1
+    assert seen["allow_not_measured"] == {"gpu-health": checks.BY_USER, "charts-installed": checks.BY_USER}
+    capsys.readouterr()
+    assert entrypoint(["up", "--allow-not-measured", "gpu-health", "--allow-not-measured", "daemonsets-ready"]) == 0
+    out = capsys.readouterr().out
+    assert f"not measured (allowed: {checks.BY_USER}) daemonsets-ready x2" in out
     assert entrypoint(["up", "--no-verify"]) == 0
     assert seen["verify"] is False
+
+
+def test_an_unknown_check_id_is_bad_input_before_anything_runs(monkeypatch, capsys):
+    ran = []
+    monkeypatch.setattr(flow, "run_up", lambda *a, **k: ran.append(k))
+    assert entrypoint(["up", "--allow-not-measured", "gpu-healthy"]) == 2
+    err = capsys.readouterr().err
+    assert "--allow-not-measured: unknown check id(s) gpu-healthy" in err and "gpu-health" in err
+    assert ran == []
+
+
+def test_up_reports_its_allowances_in_json(monkeypatch, capsys):
+    monkeypatch.setattr(flow, "run_up", lambda *a, **k: _report(fail=0, allowed=dict(checks.LOCAL_WORLD)))
+    assert entrypoint(["up", "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verify"]["allowedNotMeasured"] == checks.LOCAL_WORLD
+
+
+def test_the_local_world_allows_its_fixed_list_and_nothing_else():
+    assert checks.allowed(local_world=True) == checks.LOCAL_WORLD
+    assert set(checks.LOCAL_WORLD) == {"daemonsets-ready", "charts-installed", "network-policy-enforcer"}
+    assert set(checks.NO_CHART_REPOSITORIES) >= set(checks.LOCAL_WORLD)
+    # a user's allowance adds to it and says who allowed it
+    both = checks.allowed(checks.parse(["tenant-queue"]), local_world=True)
+    assert both == {**checks.LOCAL_WORLD, "tenant-queue": checks.BY_USER}
 
 
 def test_a_phase_with_failed_checks_is_marked_failed(capsys):

@@ -18,10 +18,13 @@ from gpucluster.verify.model import Verdict
 from gpucluster.verify.snapshot import Snapshot
 
 
-def record(name: str, namespace: str, chart: str, version: str, *, lives_in: str | None = None) -> dict:
-    """A deployed release's Secret as Helm 3 stores it; ``lives_in`` puts it in another namespace than it claims."""
+def record(name: str, namespace: str, chart: str, version: str, *, lives_in: str | None = None,
+           config: dict | None = None) -> dict:
+    """A deployed release's Secret as Helm 3 stores it; ``lives_in`` puts it in another namespace than it claims;
+    ``config`` is the values it was installed with."""
+    values = config or {}
     release = {"name": name, "namespace": namespace, "version": 1, "info": {"status": "deployed"},
-               "chart": {"metadata": {"name": chart, "version": version}}}
+               "chart": {"metadata": {"name": chart, "version": version}}, "config": values}
     return {"metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": lives_in or namespace,
                          "labels": {"owner": "helm", "name": name, "status": "deployed"}},
             "type": "helm.sh/release.v1", "data": {"release": helm.encode(release)}}
@@ -37,7 +40,7 @@ def spec(lab_spec):
 
 
 def installed(spec) -> list[dict]:
-    return [record(r.name, r.namespace, r.chart, r.version) for r in releases(spec)]
+    return [record(r.name, r.namespace, r.chart, r.version, config=r.values) for r in releases(spec)]
 
 
 def test_every_release_recorded_in_its_own_namespace_passes(spec):
@@ -87,6 +90,9 @@ class FakeKube:
             return []
         namespace = path.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in path else None
         return [s for s in FakeKube.secrets if namespace in (None, s["metadata"]["namespace"])]
+
+    def items(self, path: str) -> list[dict]:
+        return self.list(path)
 
     def create(self, _path: str, _body: dict) -> dict:
         return {"status": {"allowed": False}}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from pinned_rows import pin
 
 from gpucluster.spec import load_spec
 from gpucluster.verify.hosts import host_checks
@@ -100,12 +101,20 @@ def spec(request):
     return load_spec(Path(__file__).resolve().parents[2] / "inventories" / "local")
 
 
+def checked(spec, host, fake: FakeHost) -> list:
+    """The host's rows, pinned with the exact commands the checks ran (tests/unit/pinned_rows.py)."""
+    rows = list(host_checks(spec, host, fake))
+    pin(rows, fake.commands)
+    return rows
+
+
 def verdicts(spec, host: FakeHost, name: str = "h200-1") -> dict[tuple[str, str], Verdict]:
-    return {(r.check, r.subject): r.verdict for r in host_checks(spec, spec.host(name), host)}
+    rows = checked(spec, spec.host(name), host)  # every row as it reads, and the exact commands the checks ran
+    return {(r.check, r.subject): r.verdict for r in rows}
 
 
 def test_converged_gpu_host_passes_and_skips_device_checks_with_reason(spec):
-    results = list(host_checks(spec, spec.host("h200-1"), FakeHost()))
+    results = list(checked(spec, spec.host("h200-1"), FakeHost()))
     assert not [r for r in results if r.verdict is Verdict.failed]
     smi = next(r for r in results if r.check == "host-nvidia-smi")
     assert smi.verdict is Verdict.skipped and "no NVIDIA PCI device" in smi.reason
@@ -163,14 +172,14 @@ def test_what_cannot_be_read_is_not_measured(spec, override, check, subject):
 def test_rdma_ports_are_compared_with_the_spec(lab):
     host = next(h for h, p in lab.pools_by_host().items() if p.rdma and p.rdma.link_type == "infiniband")
     ifaces = lab.pool_of(host).rdma.interfaces
-    good = {r.subject: r.verdict for r in host_checks(lab, lab.host(host), FakeHost(**GPU_ON_THE_BUS))
+    good = {r.subject: r.verdict for r in checked(lab, lab.host(host), FakeHost(**GPU_ON_THE_BUS))
             if r.check == "host-rdma"}
     assert good == {f"{host}/{i}": Verdict.passed for i in ifaces}
     assert tuple(ifaces) == LAB_IB
 
     def verdicts_with(ports: dict[str, tuple[str, str]]) -> dict[str, Verdict]:
         fake = FakeHost(**GPU_ON_THE_BUS, **{"/device/infiniband": rdma_ports(ports)})
-        return {r.subject: r.verdict for r in host_checks(lab, lab.host(host), fake) if r.check == "host-rdma"}
+        return {r.subject: r.verdict for r in checked(lab, lab.host(host), fake) if r.check == "host-rdma"}
 
     up = {i: ("4: ACTIVE", "InfiniBand") for i in ifaces}
     # one faulty interface fails alone: its port down, RoCE where the spec says InfiniBand, no RDMA device
@@ -179,9 +188,9 @@ def test_rdma_ports_are_compared_with_the_spec(lab):
     assert verdicts_with({i: p for i, p in up.items() if i != ifaces[1]}) == \
         {**good, f"{host}/{ifaces[1]}": Verdict.failed}
     gone = FakeHost(**GPU_ON_THE_BUS, **{"/device/infiniband": Out(2)})
-    assert {r.verdict for r in host_checks(lab, lab.host(host), gone) if r.check == "host-rdma"} == {Verdict.failed}
+    assert {r.verdict for r in checked(lab, lab.host(host), gone) if r.check == "host-rdma"} == {Verdict.failed}
     no_nic = FakeHost(**{"/sys/bus/pci/devices": Out(0, "0x8086\n")})
-    assert {r.verdict for r in host_checks(lab, lab.host(host), no_nic) if r.check == "host-rdma"} == {Verdict.skipped}
+    assert {r.verdict for r in checked(lab, lab.host(host), no_nic) if r.check == "host-rdma"} == {Verdict.skipped}
 
 
 def test_no_spec_value_reaches_a_remote_command(lab):
@@ -189,7 +198,7 @@ def test_no_spec_value_reaches_a_remote_command(lab):
     # names are picked from what the one RDMA command prints.
     host = next(h for h, p in lab.pools_by_host().items() if p.rdma)
     fake = FakeHost(**GPU_ON_THE_BUS)
-    list(host_checks(lab, lab.host(host), fake))
+    list(checked(lab, lab.host(host), fake))
     names = {host, *lab.pool_of(host).rdma.interfaces, lab.host(host).address}
     assert any("/device/infiniband" in cmd for cmd in fake.commands)
     assert not [(cmd, n) for cmd in fake.commands for n in names if n in cmd]

@@ -9,6 +9,7 @@ tests/integration/test_watchdog_live.py. Each path has its failing case next to 
 from __future__ import annotations
 
 import pytest
+from pinned_rows import pin
 
 from gpucluster.verify import upgrades, watchdog
 from gpucluster.verify.model import Verdict
@@ -35,7 +36,9 @@ def mig(state: str, *, paused: bool = False, name: str = "a100-1") -> dict:
 
 def one(nodes: list[dict], *, now: float = E0 + 60, deadline: float = 600, configs: dict | None = None,
         watch: watchdog.Watch | None = None) -> list:
-    return watchdog.checks(nodes, CONFIGS if configs is None else configs, deadline=deadline, now=now, watch=watch)
+    rows = watchdog.checks(nodes, CONFIGS if configs is None else configs, deadline=deadline, now=now, watch=watch)
+    pin(rows)
+    return rows
 
 
 def test_managed_fields_give_a_lower_bound_of_a_labels_age() -> None:
@@ -201,7 +204,9 @@ def driver(name: str = "h200-1", *, ready: bool = True, revision: str = "abc") -
 
 
 def urows(nodes: list[dict], inputs: upgrades.UpgradeInputs, now: float = E0 + 7200) -> list:
-    return list(upgrades.rows(nodes, inputs, deadline=3600, now=now))
+    rows = list(upgrades.rows(nodes, inputs, deadline=3600, now=now))
+    pin(rows)
+    return rows
 
 
 def test_done_with_the_driver_in_sync_passes() -> None:

@@ -287,6 +287,27 @@ def test_verify_looks_for_what_the_chart_creates():
         "flannel-chart-install-namespace")
 
 
+def test_the_recorded_flannel_daemonset_is_the_charts():
+    """The real-cluster recording verify's faults replay (tests/data/verify/record.py) holds flannel's DaemonSet
+    as the pinned chart names, labels and places it, with the container its netpol guard adds."""
+    data = json.loads((REPO / "tests" / "data" / "verify" / "real-cluster.json").read_text())
+    (ds,) = [d for d in data["daemonsets"] if d["metadata"]["name"] == cni("flannel-daemonset-name")]
+    assert ds["metadata"]["namespace"] == cni("flannel-chart-install-namespace")
+    assert ds["metadata"]["labels"] == ds["spec"]["template"]["metadata"]["labels"] == cni("flannel-daemonset-labels")
+    assert ds["spec"]["selector"]["matchLabels"] == cni("flannel-daemonset-selector")
+    pod = ds["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == [cni("flannel-container-name"),
+                                                      cni("flannel-netpol-container-name")]
+    assert pod["tolerations"] == cni("flannel-values-tolerations") and "nodeSelector" not in pod
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [cni("flannel-daemonset-node-affinity")]
+    # every recorded node is one the chart places a pod on, and the recording counts them all ready
+    assert all(n["metadata"]["labels"]["kubernetes.io/os"] == "linux" for n in data["nodes"])
+    assert {t["effect"] for n in data["nodes"] for t in n["spec"].get("taints") or []} <= {
+        t["effect"] for t in cni("flannel-values-tolerations")}
+    assert ds["status"]["desiredNumberScheduled"] == ds["status"]["numberReady"] == len(data["nodes"])
+
+
 def _site_enforcer():
     """molecule/site/tests/netpol_enforcer.py (the site scenario's test helper), loaded from its file."""
     import importlib.util

@@ -1,4 +1,4 @@
-// Wrapper module: builds vc-scheduler and vc-controller-manager from volcano.sh/volcano v1.14.1.
+// Wrapper module: builds vc-scheduler, vc-controller-manager and vc-webhook-manager from volcano.sh/volcano v1.14.1.
 //
 // Why not v1.15.1 (the version the issue asked for): its go.mod points volcano.sh/apis at a nested
 // module (./staging/src/volcano.sh/apis) that is not in the module zip, and no published
@@ -36,6 +36,9 @@ require (
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/imdario/mergo v0.3.16 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
@@ -95,6 +98,7 @@ require (
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
+	k8s.io/kubelet v0.34.1 // indirect
 	k8s.io/kubernetes v1.34.1 // indirect
 	k8s.io/metrics v0.34.1 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
@@ -112,6 +116,7 @@ require (
 tool (
 	volcano.sh/volcano/cmd/controller-manager
 	volcano.sh/volcano/cmd/scheduler
+	volcano.sh/volcano/cmd/webhook-manager
 )
 
 replace (

@@ -32,12 +32,22 @@ def command(kubeconfig: Path, inventory: Path, interval: float = INTERVAL_S) -> 
 
 def start(world: World, spec: ClusterSpec, inventory: Path, *, say: Say, keep_current: bool = True) -> None:
     """Register the simulated GPU nodes (one sync) and keep them current from a recorded process."""
-    state_dir, kubeconfig = Path(world.dir), Path(world.kubeconfig)
-    attach(kubeconfig, spec, say=say).close()
+    register(world, spec, say=say)
+    keep(world, inventory, say=say, keep_current=keep_current)
+
+
+def register(world: World, spec: ClusterSpec, *, say: Say) -> None:
+    """Register the spec's simulated GPU nodes and settle them (:func:`gpucluster.simulator.attach`)."""
+    attach(Path(world.kubeconfig), spec, say=say).close()
+
+
+def keep(world: World, inventory: Path, *, say: Say, keep_current: bool = True) -> None:
+    """Keep the nodes current from the recorded background process (``keep_current`` False: stop it)."""
+    state_dir = Path(world.dir)
     if not keep_current:
         stop(state_dir)
         return
-    comp = spawn(state_dir, kubeconfig, inventory)
+    comp = spawn(state_dir, Path(world.kubeconfig), inventory)
     say(f"✓ GPU simulator keeps the nodes current (pid {comp.pid}, log {comp.log})")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from gpucluster import inventory as inventories
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options
 from gpucluster.errors import InputError
 from gpucluster.spec import spec_path
 
@@ -52,7 +52,8 @@ def _step(text: str) -> int:
               help="Range end (exclusive). Default: now (Prometheus), the snapshot's last interval end.")
 @click.option("--step", "step", default="5m", show_default=True,
               help="Prometheus query_range resolution; each point stands for one step.")
-@options.output("table", "csv", "json")
+@click.option("-o", "--output", "output", type=click.Choice(["text", "csv", "json", "table"]), default="text",
+              show_default=True, help="What to print on stdout (`table` is the old name of `text`).")
 @click.option("--save-snapshot", "save", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the data read from Prometheus as a JSON snapshot (re-run offline later).")
 @click.option("--dra", is_flag=True,
@@ -107,5 +108,8 @@ def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, 
             usage += dra_cost.usage(dra_cost.fetch(inventories.kubeconfig_for(spec, kubeconfig), context), t0, t1)
             source += " + the cluster's DRA claims (activity unmeasured)"
     rep = report.compute(usage, spec, t0, t1, source, spec_file)
-    render = {"table": report.to_table, "csv": report.to_csv, "json": report.to_json}[output]
+    if output == "json":
+        jsonout.emit_text(report.to_json(rep))
+        return
+    render = {"text": report.to_table, "table": report.to_table, "csv": report.to_csv}[output]
     click.echo(render(rep), nl=False)

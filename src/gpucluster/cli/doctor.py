@@ -1,20 +1,23 @@
 """``gpucluster doctor``: why a GPU pod is Pending, one answer per pod with the fix.
 
 Exit 0 when nothing diagnosed is blocked, 1 when something is (the answers were printed), 2 for bad
-input (a malformed NS/NAME, a namespace or pod that does not exist, a bad spec or kubeconfig).
+input (a malformed NS/NAME, a namespace or pod that does not exist, a bad spec or kubeconfig), 4 when
+it could not look (the API server cannot be reached or refuses the reads: nothing was judged).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from gpucluster import inventory as inventories
-from gpucluster.cli import options
-from gpucluster.errors import Failed
+from gpucluster.cli import jsonout, options
+from gpucluster.errors import ClusterError, CouldNotLook, Failed
 
 if TYPE_CHECKING:
     from gpucluster.doctor.model import Diagnosis
@@ -29,11 +32,21 @@ def _api(inventory: Path | None, kubeconfig: Path | None, context: str | None) -
     return spec, kube.Kube(inventories.kubeconfig_for(spec, kubeconfig), context=context)
 
 
+@contextmanager
+def _looking() -> Iterator[None]:
+    """A cluster that cannot be read is "could not look" (exit 4), never "blocked" (exit 1)."""
+    try:
+        yield
+    except ClusterError as err:
+        raise CouldNotLook(f"could not look, nothing was diagnosed: {err}") from None
+
+
 def _show(diagnoses: list[Diagnosis], output: str, started: float, calls: int) -> None:
     from gpucluster.doctor import report
 
     if output == "json":
-        click.echo(report.to_json(diagnoses, {"seconds": round(time.perf_counter() - started, 3), "apiCalls": calls}))
+        meta = {"seconds": round(time.perf_counter() - started, 3), "apiCalls": calls}
+        jsonout.emit_text(report.to_json(diagnoses, meta))
     else:
         click.echo(report.text(diagnoses))
     blocked = sum(d.blocked for d in diagnoses)
@@ -61,7 +74,7 @@ def pod(target: str, inventory: Path | None, kubeconfig: Path | None, context: s
 
     started = time.perf_counter()
     spec, api = _api(inventory, kubeconfig, context)
-    with api:
+    with api, _looking():
         found = doc.pod(api, spec, ns, name)
         calls = api.reads
     _show([found], output, started, calls)
@@ -79,7 +92,7 @@ def pending(namespace: str, inventory: Path | None, kubeconfig: Path | None, con
 
     started = time.perf_counter()
     spec, api = _api(inventory, kubeconfig, context)
-    with api:
+    with api, _looking():
         found = doc.pending_in(api, spec, namespace)
         calls = api.reads
     _show(found, output, started, calls)

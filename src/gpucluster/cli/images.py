@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from gpucluster import airgap
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options
 from gpucluster.errors import InputError
 
 
@@ -46,8 +45,8 @@ def build(refs: tuple[str, ...], out_dir: Path, bin_dir: Path | None, output: st
 
     built = airgap.build(list(refs), out_dir, binary_for)
     if output == "json":
-        click.echo(json.dumps([{"ref": b.ref, "path": str(b.path), "binary": str(b.binary), "changed": b.changed}
-                               for b in built], indent=2))
+        jsonout.emit([{"ref": b.ref, "path": str(b.path), "binary": str(b.binary), "changed": b.changed}
+                               for b in built])
         return
     for b in built:
         click.echo(f"{'wrote' if b.changed else 'unchanged'}\t{b.ref}\t{b.path}")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options
 
 
 @click.command("init")
@@ -28,8 +27,8 @@ def init(folder: Path, name: str | None, gpu_model: str | None, ssh_user: str | 
     written = scaffold.write(folder, name=name, gpu_model=gpu_model or scaffold.DEFAULT_GPU_MODEL,
                              ssh_user=ssh_user or scaffold.DEFAULT_SSH_USER)
     if output == "json":
-        click.echo(json.dumps({"cluster": written.name, "inventory": str(written.folder),
-                               "files": list(written.files)}, indent=2))
+        jsonout.emit({"cluster": written.name, "inventory": str(written.folder),
+                               "files": list(written.files)})
         return
     for rel in written.files:
         click.echo(f"  created  {folder / rel}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import click
 from gpucluster import addons, kube
 from gpucluster import inventory as inventories
 from gpucluster import labels as L
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options
 from gpucluster.errors import Failed
 from gpucluster.local import addons as addon_records
 from gpucluster.local.world import World
@@ -58,16 +57,21 @@ def _up(world: World, spec: Any, inventory: Path | None, *, no_crds: bool, all_c
     elif not result.fresh:
         click.echo(f"recovered in {result.seconds:.1f} s: restarted {', '.join(result.restarted)}; data kept")
     else:
-        if not no_crds:
-            from gpucluster.local.crds import install_crds
+        click.echo(f"control plane up in {result.seconds:.1f} s")
+    alongside = []
+    if result.fresh and not no_crds:
+        from gpucluster.local.crds import install_crds
 
+        def crds() -> None:
             sources = install_crds(world.kubeconfig, everything=all_crds)
             generated = [s.name for s in sources if s.origin == "generated"]
             stand_ins = [s.name for s in sources if s.origin == "stand-in"]
-            _say(f"✓ CRDs: {len(generated)} generated with controller-gen")
-            _say(f"  stand-ins (Go API module not served): {', '.join(stand_ins)}")
-        click.echo(f"control plane up in {result.seconds:.1f} s")
-    addons.start(world, spec, inventories.resolve(inventory), say=_say)
+            _say(f"✓ CRDs: {len(generated)} generated with controller-gen\n"
+                 f"  stand-ins (Go API module not served): {', '.join(stand_ins)}")
+
+        alongside.append(crds)
+    # The operators' CRDs go in while the add-ons start (both only wait for the API server).
+    addons.start(world, spec, inventories.resolve(inventory), say=_say, alongside=alongside)
     click.echo(f"export KUBECONFIG={world.kubeconfig}")
 
 
@@ -94,12 +98,12 @@ def status(state_dir: Path | None, output: str) -> None:
     extra = addon_records.status(world.dir)
     healthy = bool(report) and all(c.healthy for c in report) and all(a.healthy for a in extra)
     if output == "json":
-        click.echo(json.dumps({
+        jsonout.emit({
             "stateDir": str(world.dir), "kubeconfig": str(world.kubeconfig), "healthy": healthy,
             "controlPlane": [c.__dict__ for c in report],
             "addons": [{"addon": a.addon, "name": a.component.name, "pid": a.component.pid,
                         "running": a.running, "healthy": a.healthy, "log": a.component.log} for a in extra],
-        }, indent=2))
+        })
     elif not report:
         click.echo(f"not running (state: {world.dir})")
     else:

@@ -8,18 +8,19 @@ stays cordoned and the message says what blocks), 2 for bad input (an unknown no
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from gpucluster import inventory as inventories
 from gpucluster import kube
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options, target
 
 
-def _api(inventory: Path | None, kubeconfig: Path | None, context: str | None) -> kube.Kube:
+def _api(command: str, inventory: Path | None, kubeconfig: Path | None, context: str | None) -> kube.Kube:
+    """The cluster ``command`` changes, said first on stderr (the local world's spec only on the local world)."""
     spec = inventories.load(inventory)
+    target.announce(command, target.of(spec, inventory, kubeconfig, context))
     return kube.Kube(inventories.kubeconfig_for(spec, kubeconfig), context=context)
 
 
@@ -41,11 +42,11 @@ def drain(node: str, inventory: Path | None, kubeconfig: Path | None, context: s
     from gpucluster import drain as draining
 
     say = (lambda line: click.echo(line, err=True)) if output == "json" else click.echo
-    with _api(inventory, kubeconfig, context) as api:
+    with _api("drain", inventory, kubeconfig, context) as api:
         done = draining.drain(api, node, timeout=timeout, evict_gangs=evict_gangs, force=force, dry_run=dry_run,
                               say=say)
     if output == "json":
-        click.echo(json.dumps({**done.to_dict(), "dryRun": dry_run}, indent=2))
+        jsonout.emit({**done.to_dict(), "dryRun": dry_run})
     else:
         n = len(done.evict) + sum(len(m) for m in done.gangs.values())
         click.echo(f"{node}: {'would evict' if dry_run else 'drained,'} {n} pod(s)"
@@ -60,7 +61,7 @@ def uncordon(node: str, inventory: Path | None, kubeconfig: Path | None, context
     """Make NODE schedulable again."""
     from gpucluster import drain as draining
 
-    with _api(inventory, kubeconfig, context) as api:
+    with _api("uncordon", inventory, kubeconfig, context) as api:
         draining.cordon(api, node, on=False)
     click.echo(f"{node} uncordoned")
 

@@ -1,8 +1,9 @@
 """Options every command spells the same way.
 
-- ``-i/--inventory PATH``: the inventory folder (default: ``inventories/local``).
+- ``-i/--inventory PATH``: the inventory folder (default: ``$GPUCLUSTER_INVENTORY``, else ``inventories/local``).
 - ``--kubeconfig PATH`` and ``--context NAME``: the cluster to act on.
-- ``-o/--output FORMAT``: what is printed on stdout (``text`` unless the command says otherwise).
+- ``-o/--output FORMAT``: what is printed on stdout: ``text`` (the default), ``json`` (one document, on
+  error too: docs/output.md), and per command ``csv`` or ``junit``.
 - ``--out-dir PATH``: where a command writes files (a bundle, reports).
 """
 
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+from gpucluster.verify import checks
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,7 +31,8 @@ def combine(options: Sequence[Callable[[F], F]]) -> Callable[[F], F]:
 
 inventory = click.option(
     "-i", "--inventory", "inventory", type=click.Path(path_type=Path), default=None,
-    help="Inventory folder holding cluster.yaml [default: inventories/local, the embedded local world].",
+    help="Inventory folder holding cluster.yaml [default: $GPUCLUSTER_INVENTORY, else inventories/local, the "
+         "embedded local world].",
 )
 kubeconfig = click.option(
     "--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -41,7 +45,14 @@ no_chart_repositories = click.option(
     "--no-chart-repositories", "no_chart_repositories", is_flag=True,
     help="Chart repositories cannot be reached from here: releases from a repository are reported as not "
          "installed, with the objects whose CRDs they bring, and what their node agents would publish is not "
-         "measured (a partial run). Air-gapped sites point a release's `repository` at a local chart folder.",
+         "measured (those checks are allowed to be). Air-gapped sites point a release's `repository` at a local "
+         "chart folder.",
+)
+allow_not_measured = click.option(
+    "--allow-not-measured", "allow_not_measured", multiple=True, metavar="CHECK[,CHECK...]",
+    help="Rows of these checks that cannot be measured do not fail the run (each is still listed with its "
+         "reason). Every other unmeasured row fails it. The local world allows "
+         f"{', '.join(sorted(checks.LOCAL_WORLD))} (it installs no chart), and nothing else.",
 )
 out_dir = click.option(
     "--out-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,

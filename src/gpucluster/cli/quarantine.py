@@ -8,7 +8,7 @@ import click
 
 from gpucluster import inventory as inventories
 from gpucluster import labels as L
-from gpucluster.cli import options
+from gpucluster.cli import options, target
 from gpucluster.errors import InputError
 
 
@@ -37,6 +37,9 @@ def quarantine(inventory: Path | None, kubeconfig: Path | None, context: str | N
         raise InputError("give NODE and DEVICE (e.g. `gpucluster quarantine h100-1 gpu-3 --reason \"XID 79\"`), "
                          "or --list")
     spec = inventories.load(inventory)
+    acting = target.of(spec, inventory, kubeconfig, context)  # refuses the local world's spec elsewhere
+    if not list_:
+        target.announce("quarantine --lift" if lift else "quarantine", acting)
     minor = spec.kubernetes.minor[1]
     with kube.Kube(inventories.kubeconfig_for(spec, kubeconfig), context=context, timeout=30) as api:
         if list_:

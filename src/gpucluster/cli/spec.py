@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpucluster import catalog
 from gpucluster import inventory as inventories
-from gpucluster.cli import options
-from gpucluster.errors import InputError, SpecError
+from gpucluster.cli import jsonout, options
+from gpucluster.errors import InputError, Problem, SpecError
+from gpucluster.spec import spec_path
 
 if TYPE_CHECKING:
     from gpucluster.deployers import GitSource
+
+
+def _validation(valid: bool, source: str, cluster: str | None, problems: list[Problem]) -> dict[str, Any]:
+    """``validate -o json``: the same keys whether the spec is valid or not."""
+    return {"valid": valid, "source": source, "cluster": cluster,
+            "errors": sum(p.severity == "error" for p in problems),
+            "warnings": sum(p.severity == "warning" for p in problems),
+            "problems": [p.__dict__ for p in problems]}
 
 
 @click.command()
@@ -29,13 +37,15 @@ def validate(inventory: Path | None, output: str) -> None:
         spec = inventories.load(inventory)
     except SpecError as err:
         if output == "json":
-            click.echo(json.dumps({"valid": False, "source": err.source,
-                                   "problems": [p.__dict__ for p in err.problems]}, indent=2))
+            jsonout.emit(_validation(False, err.source, None, err.problems))
+        raise
+    except InputError as err:  # no spec file, unreadable, not YAML: the same document, one problem
+        if output == "json":
+            jsonout.emit(_validation(False, str(inventories.resolve(inventory)), None, [Problem("", str(err))]))
         raise
     warnings = warnings_of(spec)
     if output == "json":
-        click.echo(json.dumps({"valid": True, "cluster": spec.metadata.name,
-                               "problems": [p.__dict__ for p in warnings]}, indent=2))
+        jsonout.emit(_validation(True, str(spec_path(inventories.resolve(inventory))), spec.metadata.name, warnings))
         return
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
@@ -86,9 +96,8 @@ def render(inventory: Path | None, out_dir: Path | None, output: str,
     changes = bundle.write(rendered, out, force=force, extra=extra)
     counts = {k: sum(1 for v in changes.values() if v == k) for k in ("created", "updated", "removed", "unchanged")}
     if fmt == "json":
-        click.echo(json.dumps({"cluster": spec.metadata.name, "outDir": str(out), "deployer": deployer,
-                               "counts": counts, "changes": {p: w for p, w in changes.items() if w != "unchanged"}},
-                              indent=2))
+        jsonout.emit({"cluster": spec.metadata.name, "outDir": str(out), "deployer": deployer,
+                               "counts": counts, "changes": {p: w for p, w in changes.items() if w != "unchanged"}})
         return
     for path, what in changes.items():
         if what != "unchanged":
@@ -133,10 +142,14 @@ def catalog_cmd(output: str) -> None:
     """List the GPU models the spec accepts, with memory and MIG profiles."""
     models = catalog.catalog()
     if output == "json":
-        click.echo(json.dumps({key: {"productName": m.product_name, "memoryMiB": m.memory_mib,
-                                     "architecture": m.architecture, "computeCapability": m.compute_capability,
-                                     "migProfiles": list(m.mig.profiles) if m.mig else []}
-                               for key, m in models.items()}, indent=2))
+        jsonout.emit({key: {"productName": m.product_name, "memoryMiB": m.memory_mib,
+                            "architecture": m.architecture, "computeCapability": m.compute_capability,
+                            "migProfiles": list(m.mig.profiles) if m.mig else [],
+                            # where each value comes from: a real-board capture, a mock, nominal
+                            "sources": dict(m.sources),
+                            "migProfileMemory": {p.name: {"memoryMiB": p.memory_mib, "source": p.memory_source}
+                                                 for p in (m.mig.profiles.values() if m.mig else [])}}
+                      for key, m in models.items()})
         return
     for key, m in models.items():
         migs = ", ".join(p for p in m.mig.profiles) if m.mig else "no MIG"

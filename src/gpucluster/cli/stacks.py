@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from gpucluster import flow
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options, target
 from gpucluster.errors import ConfirmationNeeded, Failed
 from gpucluster.flow import Report
 from gpucluster.verify.report import summary_line
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 def print_report(report: Report, output: str) -> None:
     """The summary: JSON on stdout, or a rich table."""
     if output == "json":
-        click.echo(json.dumps(report.__dict__, indent=2))
+        jsonout.emit(report.__dict__)
         return
     from rich.console import Console
     from rich.table import Table
@@ -42,6 +41,9 @@ def print_report(report: Report, output: str) -> None:
     for c in report.stacks:
         table.add_row(c["stack"], *(str(c[k]) for k in ("created", "updated", "deleted", "same", "seconds")))
     console.print(table)
+    for c in report.stacks:
+        if c.get("inputs_unchanged"):
+            console.print(f"{c['stack']}: {flow.INPUTS_UNCHANGED}; the engine did not run", soft_wrap=True)
     changed = sum(c["created"] + c["updated"] + c["deleted"] for c in report.stacks)
     changed += sum(h.get("changed", 0) for h in report.hosts.values())
     if report.stacks and not changed:
@@ -65,12 +67,30 @@ def print_report(report: Report, output: str) -> None:
                               f"actual {p['actual']}", soft_wrap=True)
             else:
                 skips[(p["check"], p["reason"])] = skips.get((p["check"], p["reason"]), 0) + 1
+        allowed = report.verify.get("allowedNotMeasured", {})
         for (check, reason), n in sorted(skips.items()):
-            console.print(f"[yellow]not measured[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}",
-                          soft_wrap=True)
+            mark = f"not measured (allowed: {allowed[check]})" if check in allowed else "not measured"
+            console.print(f"[yellow]{mark}[/yellow] {check}{f' x{n}' if n > 1 else ''}: {reason}", soft_wrap=True)
     for note in report.notes:
         console.print(f"note: {note}")
 
+
+
+def _announce(command: str, inventory: Path | None, state_dir: Path | None, world_dir: Path | None,
+              kubeconfig: Path | None, context: str | None, *, fetched_later: bool = False) -> None:
+    """Say what ``command`` acts on (stderr), or refuse the local world's spec on another cluster (exit 2).
+
+    A spec that does not load (or no inventory) is left to the run's validate phase, which reports it.
+    """
+    from gpucluster import inventory as inventories
+    from gpucluster.errors import InputError
+
+    try:
+        spec = inventories.load(inventory)
+    except InputError:
+        return
+    target.announce(command, target.of(spec, inventory, kubeconfig, context, world_dir=world_dir,
+                                       state_dir=state_dir, fetched_later=fetched_later))
 
 
 @click.command("up")
@@ -87,8 +107,7 @@ def print_report(report: Report, output: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
 @click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
 @click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
-@click.option("--partial", is_flag=True, help="Checks that cannot be measured do not fail the run (the local "
-              "world always runs this way: it installs no charts).")
+@options.allow_not_measured
 @click.option("--adopt", "adopt", multiple=True, metavar="KIND/NAMESPACE/NAME",
               help="Take over an object the stacks would create that already exists on the cluster (NAMESPACE "
                    "empty when cluster-scoped: Namespace//monitoring; a Helm release: Release/NAMESPACE/NAME): "
@@ -96,17 +115,23 @@ def print_report(report: Report, output: str) -> None:
                    "such object it did not create, before changing anything.")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
        kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, skip_hosts: bool,
-       dry_run: bool, no_verify: bool, reset: bool, partial: bool, adopt: tuple[str, ...]) -> None:
+       dry_run: bool, no_verify: bool, reset: bool, allow_not_measured: tuple[str, ...],
+       adopt: tuple[str, ...]) -> None:
     """Bring the cluster to the spec: the local world (local inventory) or the host layer (real hosts:
     playbooks/site.yml, then the admin kubeconfig from the init host), the platform and tenants
     stacks, verify.
 
-    Exit 1 when a host task failed, an object did not become ready or a cluster check failed; exit 2
-    when an object the stacks would create exists and is neither in the stack state nor adopted.
+    Exit 1 when a host task failed, an object did not become ready, a cluster check failed or a row could
+    not be measured whose check is not allowed to be (--allow-not-measured); 2 for bad input or when an
+    object the stacks would create exists and is neither in the stack state nor adopted.
     """
+    _announce("up", inventory, state_dir, world_dir, kubeconfig, context, fetched_later=not skip_hosts)
+    from gpucluster.verify import checks
+
+    allowed = checks.parse(allow_not_measured)
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
-                         kubeconfig=kubeconfig, quiet=output == "json", verify=not no_verify, reset=reset,
-                         context=context, partial=partial, hosts=not skip_hosts,
+                         kubeconfig=kubeconfig, verify=not no_verify, reset=reset,
+                         context=context, allow_not_measured=allowed, hosts=not skip_hosts,
                          chart_repositories=not no_chart_repositories, adopt=adopt)
     print_report(report, output)
     problems = []
@@ -117,9 +142,14 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
         problems.append(f"{len(report.not_ready)} object(s) not ready")
     if report.verify and report.verify["summary"]["fail"]:
         problems.append(f"{report.verify['summary']['fail']} check(s) failed")
-    elif report.verify and report.verify["summary"]["not-measured"] and not report.verify.get("partial"):
-        problems.append(f"{report.verify['summary']['not-measured']} check(s) not measured (--partial accepts "
-                        "them)")
+    elif report.verify:
+        from gpucluster.verify.model import Result
+        from gpucluster.verify.model import problems as verify_problems
+
+        rows = [Result.from_dict(p) for p in report.verify["problems"]]
+        problem = verify_problems(rows, report.verify.get("allowedNotMeasured", {}))
+        if problem:
+            problems.append(problem)
     if problems:
         raise Failed("; ".join(problems))
 
@@ -143,15 +173,15 @@ def down(inventory: Path | None, output: str, state_dir: Path | None, world_dir:
     (they go with it), the Helm releases and the other objects, and asks unless --yes. The local world
     without --keep-world is stopped with its data (simulated, all of it gpucluster's): nothing is asked.
     """
-    quiet = output == "json"
+    _announce("down", inventory, state_dir, world_dir, kubeconfig, context)
     report = flow.run_down(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
-                           keep_world=keep_world, quiet=quiet, context=context,
-                           confirm=None if yes else lambda plan: ask_before_deleting(plan, show=quiet))
+                           keep_world=keep_world, context=context,
+                           confirm=None if yes else ask_before_deleting)
     print_report(report, output)
 
 
 def ask_before_deleting(plan: Teardown, *, show: bool = False, stdin: TextIO | None = None) -> bool:
-    """``down``'s question. ``show``: print the listing first (``--output json`` keeps the console quiet).
+    """``down``'s question. ``show``: print the listing first (for a caller whose run printed none).
 
     A stdin that is not a terminal cannot answer: :class:`ConfirmationNeeded` (exit 2) says to pass ``--yes``.
     """

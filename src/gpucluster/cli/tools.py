@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from gpucluster.cli import options
+from gpucluster.cli import jsonout, options
 from gpucluster.toolchain import cache, core
 from gpucluster.toolchain.versions import DEFAULT_TOOLS, TOOLS
 
@@ -48,7 +46,7 @@ def list_tools(output: str) -> None:
         rows.append({"name": name, "version": tool.version, "path": str(found) if found else None,
                      "optional": tool.optional, "buildSeconds": seconds})
     if output == "json":
-        click.echo(json.dumps(rows, indent=2))
+        jsonout.emit(rows)
         return
     width = max(len(n) for n in TOOLS)
     vwidth = max(len(t.version) for t in TOOLS.values())

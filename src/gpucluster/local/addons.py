@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from gpucluster import atomic, ownership, procs
 from gpucluster.errors import LocalWorldError
-from gpucluster.local import runtime
+from gpucluster.local import pki, runtime
 from gpucluster.local.runtime import Launch
 from gpucluster.procs import Component
 
@@ -108,14 +109,21 @@ def alive(state_dir: Path, comp: Component) -> bool:
     return comp.ours()
 
 
-def _healthy(comp: Component) -> bool:
-    return not comp.health_url or procs.probe(comp.health_url, None)[0]
+def _healthy(state_dir: Path, comp: Component) -> bool:
+    """``comp`` answers its health URL; an https one is verified against the world's CA (an add-on serving
+    TLS, such as Volcano's webhook manager, holds a certificate the world's CA signed)."""
+    if not comp.health_url:
+        return True
+    ctx = None
+    if comp.health_url.startswith("https://"):
+        ctx = ssl.create_default_context(cafile=str(pki.Pki(Path(state_dir) / "pki").ca))
+    return procs.probe(comp.health_url, ctx)[0]
 
 
 def running(state_dir: Path, name: str, expected: Iterable[str]) -> bool:
     """True when add-on ``name`` recorded exactly ``expected``, each running and answering its health URL."""
     comps = load(state_dir, name)
-    return set(comps) == set(expected) and all(c.ours() and _healthy(c) for c in comps.values())
+    return set(comps) == set(expected) and all(c.ours() and _healthy(state_dir, c) for c in comps.values())
 
 
 def stop_event(kubeconfig: Path) -> threading.Event:
@@ -140,7 +148,7 @@ def status(state_dir: Path) -> list[AddonProcess]:
     for name in names(state_dir):
         for comp in load(state_dir, name).values():
             runs = alive(state_dir, comp)
-            out.append(AddonProcess(name, comp, runs, runs and _healthy(comp)))
+            out.append(AddonProcess(name, comp, runs, runs and _healthy(state_dir, comp)))
     return out
 
 

@@ -68,6 +68,10 @@ def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
+#: The cluster and context name of the local world's kubeconfigs: what tells them apart from a real cluster's.
+LOCAL_CONTEXT = "gpucluster-local"
+
+
 def kubeconfig(server: str, pki: Pki, user: str) -> dict[str, Any]:
     """A kubeconfig with the CA and ``user``'s client certificate embedded."""
     return {
@@ -75,7 +79,7 @@ def kubeconfig(server: str, pki: Pki, user: str) -> dict[str, Any]:
         "kind": "Config",
         "clusters": [
             {
-                "name": "gpucluster-local",
+                "name": LOCAL_CONTEXT,
                 "cluster": {"server": server, "certificate-authority-data": _b64(pki.ca)},
             }
         ],
@@ -88,8 +92,8 @@ def kubeconfig(server: str, pki: Pki, user: str) -> dict[str, Any]:
                 },
             }
         ],
-        "contexts": [{"name": "gpucluster-local", "context": {"cluster": "gpucluster-local", "user": user}}],
-        "current-context": "gpucluster-local",
+        "contexts": [{"name": LOCAL_CONTEXT, "context": {"cluster": LOCAL_CONTEXT, "user": user}}],
+        "current-context": LOCAL_CONTEXT,
     }
 
 
@@ -149,8 +153,10 @@ def _apiserver_args(layout: Layout) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=Node,RBAC",
         f"--enable-admission-plugins={ADMISSION}",
-        # GA (and on by default) since 1.34; stated so a version bump that changes it fails loudly.
-        "--runtime-config=resource.k8s.io/v1=true",
+        # v1 is GA (and on by default) since 1.34; stated so a version bump that changes it fails loudly.
+        # DeviceTaintRules at v1alpha3 (off by default): Volcano's scheduler watches them there
+        # (gpucluster.spec.features.VOLCANO_TAINT_RULES_API says why); without them it never syncs.
+        "--runtime-config=resource.k8s.io/v1=true,resource.k8s.io/v1alpha3/devicetaintrules=true",
         "--allow-privileged=true",
         # 127.0.0.1 is not a valid Endpoints address, so don't publish the apiserver as one.
         "--endpoint-reconciler-type=none",

@@ -61,12 +61,13 @@ def served_kinds_of(kubeconfig: str | Path | None, context: str | None = None) -
 
 def discover(kubeconfig: str | Path | None, *, remote_charts: bool = True, context: str | None = None,
              simulated: bool = False) -> ClusterFacts:
-    """Ask the cluster what it serves and which nodes it has."""
+    """Ask the cluster what it serves, which nodes it has, and which cluster it is."""
     api = _client(kubeconfig, context)
     try:
         resources = api_resources(api)
+        uid = str(_get(api, f"{kube.NAMESPACES}/kube-system").get("metadata", {}).get("uid", ""))
         return ClusterFacts(served=frozenset(resources), nodes=node_names(api), remote_charts=remote_charts,
-                            simulated=simulated, resources=resources)
+                            simulated=simulated, resources=resources, uid=uid)
     finally:
         api.close()
 

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster.errors import Interrupted, StackFailed
+from gpucluster.pulumi import fingerprint
 from gpucluster.pulumi.objects import PROVIDER_VERSION
+from gpucluster.pulumi.plan import StackPlan
 
 #: Oldest CLI whose Automation API runs inline programs without a language host (``--client``).
 MIN_CLI = (3, 181)
@@ -26,12 +28,17 @@ CHANGE_OPS = ("create", "update", "delete", "replace", "create-replacement", "de
 
 @dataclass
 class Counts:
-    """What one stack operation did, by operation (``create``, ``update``, ``delete``, ``same`` …)."""
+    """What one stack operation did, by operation (``create``, ``update``, ``delete``, ``same`` …).
+
+    ``inputs_unchanged``: the engine did not run, as the stack's inputs are byte-identical to those of its
+    last successful update (:mod:`gpucluster.pulumi.fingerprint`); ``same`` is then what that state holds.
+    """
 
     stack: str
     operation: str
     changes: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    inputs_unchanged: bool = False
 
     @property
     def changed(self) -> int:
@@ -43,7 +50,7 @@ class Counts:
                 "created": c.get("create", 0), "updated": c.get("update", 0) + c.get("replace", 0),
                 "deleted": c.get("delete", 0), "same": c.get("same", 0),
                 # objects adopted (`up --adopt`): taken into the state, not created
-                "imported": c.get("import", 0)}
+                "imported": c.get("import", 0), "inputs_unchanged": self.inputs_unchanged}
 
 
 def _version_of(cli: str) -> tuple[int, ...]:
@@ -80,6 +87,7 @@ class Engine:
         self.environment = environment
         self._cmd: Any = None
         self._env: dict[str, str] | None = None
+        self._binaries: tuple[Path, Path | None] | None = None
         self._stacks: dict[str, Any] = {}
 
     # -- setup --------------------------------------------------------------------------------
@@ -100,11 +108,9 @@ class Engine:
         return path.read_text().strip()
 
     def setup(self) -> None:
-        """Find the binaries and prepare the backend folder and environment (idempotent)."""
-        if self._cmd is not None:
+        """Find the binaries and prepare the backend folder and environment (idempotent; starts no engine)."""
+        if self._env is not None:
             return
-        from pulumi import automation as auto
-
         cli, provider, own = find_binaries()
         backend = self.dir / "backend"
         backend.mkdir(parents=True, exist_ok=True)
@@ -130,8 +136,17 @@ class Engine:
         if not own:
             # Our CLI gets its own home, so a user's ~/.pulumi (plugins, credentials) is not touched.
             env["PULUMI_HOME"] = str(self.dir / "home")
+        self._binaries = (cli, provider)
         self._env = env
-        self._cmd = auto.PulumiCommand(root=str(bindir.parent))
+
+    def _command(self) -> Any:
+        """The Automation API's handle on the CLI (creating it starts ``pulumi version`` once)."""
+        if self._cmd is None:
+            from pulumi import automation as auto
+
+            self.setup()
+            self._cmd = auto.PulumiCommand(root=str(self.dir / "engine"))
+        return self._cmd
 
     def _stack(self, name: str, program: Callable[[], Any]) -> Any:
         from pulumi import automation as auto
@@ -144,7 +159,7 @@ class Engine:
         assert self._env is not None
         project = f"gpucluster-{name}"
         opts = auto.LocalWorkspaceOptions(
-            work_dir=str(self.dir / "work" / name),
+            work_dir=str(self.work_dir(name)),
             pulumi_home=self._env.get("PULUMI_HOME"),
             env_vars=self._env,
             secrets_provider="passphrase",
@@ -152,17 +167,21 @@ class Engine:
                 name=project, runtime="python",
                 backend=auto.ProjectBackend(url=self._env["PULUMI_BACKEND_URL"]),
             ),
-            pulumi_command=self._cmd,
+            pulumi_command=self._command(),
         )
-        (self.dir / "work" / name).mkdir(parents=True, exist_ok=True)
+        self.work_dir(name).mkdir(parents=True, exist_ok=True)
         self._stacks[name] = auto.create_or_select_stack(stack_name=self.environment, project_name=project,
                                                          program=program, opts=opts)
         return self._stacks[name]
 
     # -- operations ---------------------------------------------------------------------------
     def run(self, name: str, operation: str, program: Callable[[], Any],
-            on_output: Callable[[str], None] | None = None) -> Counts:
-        """Run ``operation`` (``up``, ``preview`` or ``destroy``) of stack ``name``; return its counts."""
+            on_output: Callable[[str], None] | None = None, *, inputs: str | None = None) -> Counts:
+        """Run ``operation`` (``up``, ``preview`` or ``destroy``) of stack ``name``; return its counts.
+
+        ``inputs`` (an ``up``): the digest of its inputs (:meth:`inputs`), recorded once the update succeeded
+        so that a later ``up`` with the same inputs and state may skip the engine (:meth:`converged`).
+        """
         import time
 
         from pulumi import automation as auto
@@ -186,6 +205,8 @@ class Engine:
         stack.outputs = lambda: {}
         stack.info = lambda *args, **kwargs: _NO_HISTORY
         if operation != "preview":
+            # Until this operation succeeds, nothing about this stack is known to be converged.
+            fingerprint.forget(self.work_dir(name))
             self._clear_pending(name, stack, on_output)
         ops = {"up": stack.up, "preview": stack.preview, "destroy": stack.destroy}
         if operation not in ops:
@@ -201,7 +222,37 @@ class Engine:
             where = "; ".join(dict.fromkeys(failed)) or _last_error(str(err))
             raise StackFailed(f"stack {name}: {operation} failed at {where}. The state is kept in "
                               f"{self.dir / 'backend'}; fix the cause and run again to continue.") from None
+        if operation == "up":
+            fingerprint.remember(self.work_dir(name), inputs, fingerprint.state_digest(self._state_files(name)),
+                                 len(self._checkpoint(name).get("resources") or []))
         return Counts(name, operation, {k: int(v) for k, v in changes.items()}, time.monotonic() - start)
+
+    # -- converged re-runs ----------------------------------------------------------------------
+    def work_dir(self, name: str) -> Path:
+        """Stack ``name``'s workspace folder (project and stack settings, the last update's record)."""
+        return self.dir / "work" / name
+
+    def _state_files(self, name: str) -> list[Path]:
+        """The files that hold stack ``name``'s state: its checkpoint (either form) and its stack settings."""
+        base = self.dir / "backend" / ".pulumi" / "stacks" / f"gpucluster-{name}"
+        return [base / f"{self.environment}.json", base / f"{self.environment}.json.gz",
+                self.work_dir(name) / f"Pulumi.{self.environment}.yaml"]
+
+    def inputs(self, name: str, plan: StackPlan, kubeconfig: str | None, context: str | None,
+               cluster_uid: str) -> str | None:
+        """The digest of stack ``name``'s inputs besides its state (:func:`gpucluster.pulumi.fingerprint.inputs`)."""
+        self.setup()
+        assert self._binaries is not None and self._env is not None
+        return fingerprint.inputs(plan, kubeconfig=kubeconfig, context=context, cluster_uid=cluster_uid,
+                                  binaries=self._binaries, env={**os.environ, **self._env})
+
+    def converged(self, name: str, inputs: str | None) -> Counts | None:
+        """Counts for an ``up`` the engine need not run: ``inputs`` and the state are those its last successful
+        update recorded (every resource unchanged, as that update left it); None when the engine must run."""
+        rec = fingerprint.unchanged(self.work_dir(name), inputs, fingerprint.state_digest(self._state_files(name)))
+        if rec is None:
+            return None
+        return Counts(name, "up", {"same": int(rec.get("resources", 0))}, inputs_unchanged=True)
 
     def _clear_pending(self, name: str, stack: Any, on_output: Callable[[str], None] | None) -> None:
         """Resume after an interrupted run: drop the creates it left pending (with a refresh).
@@ -227,7 +278,7 @@ class Engine:
         stack = self._stack(name, lambda: None)
         assert self._env is not None
         try:
-            self._cmd.run(["state", "delete", urn, "--stack", self.environment, "--yes", "--color", "never"],
+            self._command().run(["state", "delete", urn, "--stack", self.environment, "--yes", "--color", "never"],
                           stack.workspace.work_dir, self._env)
         except auto.errors.CommandError as err:
             raise StackFailed(f"stack {name}: cannot drop {urn} from the state: {_last_error(str(err))}. Nothing "

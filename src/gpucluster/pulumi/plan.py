@@ -76,6 +76,8 @@ class ClusterFacts:
     simulated: bool = False
     #: Discovery's (apiVersion, kind) → (plural, namespaced), for looking objects up (empty: unknown).
     resources: Mapping[tuple[str, str], tuple[str, bool]] = field(default_factory=dict, compare=False)
+    #: Which cluster this is: the uid of its ``kube-system`` Namespace ("": unknown).
+    uid: str = ""
 
 
 def chart_source(rel: Release) -> ChartSource:

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 
-from gpucluster import catalog
 from gpucluster import labels as L
 from gpucluster.render import dra_driver, tenant_admission
 from gpucluster.render.common import Obj, obj
 from gpucluster.render.dra_driver import tenant_claim_templates
 from gpucluster.render.volcano import queue_capability
+from gpucluster.spec.capacity import offered_resources
 from gpucluster.spec.model import ClusterSpec, Tenant
-from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, mig_resource
+from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS
 
 RBAC = "rbac.authorization.k8s.io/v1"
 READ = ["get", "list", "watch"]
@@ -93,30 +93,6 @@ def device_quota(spec: ClusterSpec, t: Tenant) -> dict[str, int]:
     if t.quota.gpus and DRA_EXTENDED_CLASS in device_classes(spec):
         out.setdefault(DRA_EXTENDED_CLASS, t.quota.gpus)
     return out
-
-
-def offered_resources(spec: ClusterSpec) -> list[str]:
-    """GPU-bearing extended resources besides ``nvidia.com/gpu`` that the cluster's pools can advertise.
-
-    MIG resources are listed for every profile of every MIG-capable model a device-plugin pool holds
-    (with the mixed strategy), not just today's layout: a new layout label would otherwise open a
-    resource no quota names.
-    """
-    names: set[str] = set()
-    for pool in spec.gpu_pools:
-        assert pool.gpu is not None
-        if not pool.uses_device_plugin:
-            continue
-        if pool.shares_gpus and pool.sharing.rename_by_default:
-            names.add("nvidia.com/gpu.shared")
-        model = catalog.get(pool.gpu.model)
-        if model.mig is not None and spec.gpu_operator.mig_strategy == "mixed":
-            names |= {mig_resource(p) for p in model.mig.profiles}
-    for pool in spec.node_pools:
-        if pool.rdma:
-            names.add(f"rdma/{pool.rdma.resource_name}")
-    names |= {f"rdma/{n.resource_name}" for n in spec.networking.secondary_networks if n.resource_name}
-    return sorted(names)
 
 
 def quota_hard(spec: ClusterSpec, t: Tenant) -> dict[str, str]:

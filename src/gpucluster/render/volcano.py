@@ -6,8 +6,18 @@ The actions are ``enqueue, allocate, backfill`` plus ``preempt``/``reclaim`` whe
 
 Chart value keys (volcano chart 1.15): ``custom.scheduler_config_override`` replaces the whole
 ``volcano-scheduler.conf`` of the scheduler ConfigMap, ``custom.scheduler_feature_gates`` becomes
-the scheduler's ``--feature-gates``. :func:`scheduler_conf` is also what the local world's
-``vc-scheduler`` reads (``gpucluster.addons.volcano``), so the tests exercise this very text.
+the scheduler's ``--feature-gates``, ``custom.enabled_admissions`` the webhook manager's admissions and
+the webhook configurations the chart registers. What the chart makes of these values is
+:mod:`gpucluster.render.volcano_chart`; the local world starts Volcano's three daemons from that mapping
+(``gpucluster.addons.volcano``), so the tests exercise these very values.
+
+Two settings the chart's defaults lack and a GPU cluster needs:
+
+- ``/podgroups/mutate``: tenant Namespaces carry their queue, and Volcano's PodGroup webhook moves a
+  PodGroup naming the ``default`` queue into it; the chart's default admissions do not include it, so
+  without it a tenant pod that names no queue gets a PodGroup in ``default``, which our admission policy
+  refuses, and the pod stays Pending.
+- the DRA feature gates Volcano's older Kubernetes libraries have off (:func:`feature_gates`).
 """
 
 from __future__ import annotations
@@ -15,9 +25,12 @@ from __future__ import annotations
 import yaml
 
 from gpucluster import labels as L
+from gpucluster.render import volcano_chart
 from gpucluster.render.common import Obj, obj
 from gpucluster.render.contract import Kind
+from gpucluster.spec import features
 from gpucluster.spec.model import ChartRef, ClusterSpec, Tenant
+from gpucluster.spec.validate.kubernetes import used_features
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 #: Kinds whose CRDs the volcano chart installs (its ``crd/`` folder): their objects follow the release.
@@ -28,6 +41,8 @@ BEFORE_OTHER_RELEASES = False
 SCHEDULER_NAME = "volcano"
 #: Scheduler feature gate that makes vc-scheduler track ResourceClaims/ResourceSlices.
 DRA_FEATURE_GATE = "DynamicResourceAllocation=true"
+#: The admission the chart's default ``custom.enabled_admissions`` lacks and tenant routing needs.
+PODGROUP_MUTATE = "/podgroups/mutate"
 
 
 def uses_dra(spec: ClusterSpec) -> bool:
@@ -79,12 +94,23 @@ def scheduler_conf_text(spec: ClusterSpec) -> str:
 
 def feature_gates(spec: ClusterSpec) -> str:
     """The scheduler's ``--feature-gates`` value ("" when none are needed)."""
-    return DRA_FEATURE_GATE if uses_dra(spec) else ""
+    if not uses_dra(spec):
+        return ""
+    # Volcano decides with its own libraries' feature table, where what we use may be off
+    # (gpucluster.spec.features.volcano_gates says which and why).
+    return ",".join([DRA_FEATURE_GATE, *(f"{g}=true" for g in features.volcano_gates(used_features(spec)))])
+
+
+def enabled_admissions(spec: ClusterSpec) -> str:
+    """``custom.enabled_admissions``: the chart's default list plus ``/podgroups/mutate`` (module docstring)."""
+    chart = volcano_chart.ENABLED_ADMISSIONS.split(",")
+    return ",".join([*chart, *([] if PODGROUP_MUTATE in chart else [PODGROUP_MUTATE])])
 
 
 def values(spec: ClusterSpec) -> dict:
     """Helm values for the volcano chart (only keys we set; chart defaults cover the rest)."""
-    custom: dict = {"scheduler_config_override": scheduler_conf_text(spec)}
+    custom: dict = {"scheduler_config_override": scheduler_conf_text(spec),
+                    "enabled_admissions": enabled_admissions(spec)}
     gates = feature_gates(spec)
     if gates:
         custom["scheduler_feature_gates"] = gates

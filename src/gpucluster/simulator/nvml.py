@@ -2,13 +2,17 @@
 
 The facts come from upstream (NVIDIA's real-hardware nvidia-smi captures and go-nvml's mock GPUs),
 each with its source in the file; a field no upstream source gives is marked ``unsourced`` there and
-holds the catalog's value. :func:`gpu_request` turns a model into an
+holds the catalog's value. Real hardware outranks mocks: the real-board captures of
+``gpucluster/data/captures.yaml`` (GFD label sets, ``nvidia-smi``, ``nvidia-smi mig -lgip``) replace
+the product name, the memory and each captured MIG profile's memory, multiprocessors, engines, id and
+instance count. This module reads that file itself (the catalog has its own reader): both sides take
+the same upstream data, neither takes the other's arithmetic. :func:`gpu_request` turns a model into an
 :class:`~gpucluster.simulator.oracle.GpuRequest`; nothing here computes labels or resource names.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -54,6 +58,8 @@ class NvmlModel:
     pci_device_id: str
     mig: MigTable | None
     unsourced: tuple[str, ...]
+    #: Fields a real-board capture gave (``productName``, ``memoryMiB``, ``mig.<profile>``), by capture id.
+    captured: tuple[tuple[str, str], ...] = ()
 
 
 def _field(model: str, data: dict[str, Any], key: str, unsourced: list[str]) -> Any:
@@ -91,14 +97,50 @@ def _mig(model: str, data: dict[str, Any] | None, unsourced: list[str]) -> MigTa
                     info_ids=dict(ids.get("ids") or {}), borrow_placements=data["placementsSource"].get("borrow", ""))
 
 
+#: Captured MIG profile fields (data/captures.yaml) -> the oracle's MigProfile fields.
+_CAPTURED_PROFILE_FIELDS = {"memoryMiB": "memory_mib", "multiprocessors": "multiprocessors",
+                            "copyEngines": "copy_engines", "decoders": "decoders", "encoders": "encoders",
+                            "jpegs": "jpegs", "ofas": "ofas", "instances": "instances"}
+
+
+def _with_captures(m: NvmlModel, captured: dict[str, Any]) -> NvmlModel:
+    """``m`` with every value a real board reported (captures.yaml ``models.<name>``) in place of its own."""
+    taken: list[tuple[str, str]] = []
+    fields: dict[str, Any] = {}
+    for key, attr in (("productName", "product_name"), ("memoryMiB", "memory_mib")):
+        if key in captured:
+            fields[attr] = captured[key]["value"]
+            taken.append((key, captured[key]["capture"]))
+    unsourced = tuple(u for u in m.unsourced if u not in fields and u not in {k for k, _ in taken})
+    mig = m.mig
+    if mig is not None:
+        profiles, ids = [], dict(mig.info_ids)
+        for p in mig.profiles:
+            c = (captured.get("mig") or {}).get(p.name)
+            if c is None:
+                profiles.append(p)
+                continue
+            profiles.append(replace(p, **{attr: c[key] for key, attr in _CAPTURED_PROFILE_FIELDS.items() if key in c}))
+            if "id" in c:
+                ids[p.name] = c["id"]
+            taken.append((f"mig.{p.name}", c["capture"]))
+        # A table written for a nominal total (go-nvlib names profiles by their share of it) is used with
+        # the board's real total once every profile's memory is the real board's.
+        real = {p.name for p in mig.profiles} <= set((captured.get("mig") or {}))
+        total = fields.get("memory_mib", m.memory_mib) if real else mig.device_memory_mib
+        mig = replace(mig, profiles=tuple(profiles), info_ids=ids, device_memory_mib=total)
+    return replace(m, **fields, mig=mig, unsourced=unsourced, captured=tuple(taken))
+
+
 @cache
 def models() -> dict[str, NvmlModel]:
-    """Every model of ``data/nvml.yaml`` by catalog name."""
+    """Every model of ``data/nvml.yaml`` by catalog name, captured values first."""
     raw = _raw()
+    captures = _captures()["models"]
     out: dict[str, NvmlModel] = {}
     for name, data in raw["models"].items():
         unsourced: list[str] = []
-        out[name] = NvmlModel(
+        out[name] = _with_captures(NvmlModel(
             name=name,
             product_name=_field(name, data, "productName", unsourced),
             memory_mib=_field(name, data, "memoryMiB", unsourced),
@@ -108,7 +150,7 @@ def models() -> dict[str, NvmlModel]:
             pci_device_id=_field(name, data, "pciDeviceId", unsourced) if "pciDeviceId" in data else "",
             mig=_mig(name, data.get("mig"), unsourced),
             unsourced=tuple(unsourced),
-        )
+        ), captures.get(name) or {})
     for m in out.values():  # placements borrowed from a model with the same memory-slice geometry
         if m.mig and m.mig.borrow_placements:
             lender = out[m.mig.borrow_placements].mig
@@ -121,6 +163,12 @@ def models() -> dict[str, NvmlModel]:
 @cache
 def _raw() -> dict[str, Any]:
     return dict(yaml.safe_load(resources.files("gpucluster.simulator").joinpath("data/nvml.yaml").read_text()))
+
+
+@cache
+def _captures() -> dict[str, Any]:
+    """The real-board captures (``gpucluster/data/captures.yaml``), read here, not through the catalog."""
+    return dict(yaml.safe_load(resources.files("gpucluster").joinpath("data/captures.yaml").read_text()))
 
 
 def cuda_driver_version(driver_version: str) -> int:

@@ -6,7 +6,8 @@ tests/upstream/facts/host-config.yaml ``fg-*``), plus the API version its object
 
 - :func:`gates` — the gates a cluster needs set for the features a spec uses (nothing on 1.37, where
   they are GA or beta-on; explicit ``true`` on older versions where they are beta-off);
-- :func:`unservable` — features a version cannot serve (absent, or alpha: we never turn alpha on).
+- :func:`unservable` — features a version cannot serve (absent, or alpha: we never turn alpha on);
+- :func:`volcano_gates` — the gates Volcano's scheduler needs for them, as its own libraries are older.
 """
 
 from __future__ import annotations
@@ -100,3 +101,39 @@ def unservable(minor: int, features: list[str]) -> dict[str, str]:
             out[name] = (f"{f.what} is {stage.value} in Kubernetes 1.{minor} (gate {f.gate}); it needs "
                          f"Kubernetes >= 1.{first}")
     return out
+
+
+#: The DRA features Volcano's scheduler reads through feature gates of its own process (v1.14.1
+#: ``pkg/scheduler/plugins/predicates/predicates.go`` New() and ``pkg/scheduler/cache/cache.go``; v1.15.1
+#: the same; tests/upstream/facts/volcano.yaml ``scheduler-reads-*``).
+VOLCANO_READS = ("extended-resource", "partitionable-devices", "prioritized-list", "device-taints",
+                 "claim-device-status")
+#: The Kubernetes minors of Volcano's libraries: v1.14.1 (the local world) builds on k8s.io/kubernetes
+#: v1.34.1, v1.15.1 (the chart real clusters install) on v1.35.3 (their go.mod; facts volcano.yaml).
+VOLCANO_LIBRARY_MINORS = (34, 35)
+#: Volcano's scheduler with ``DRADeviceTaints`` on watches DeviceTaintRules at ``resource.k8s.io/v1alpha3``
+#: (its libraries' version; v1.14.1 and v1.15.1 ``pkg/scheduler/cache/cache.go``): an API server that does
+#: not serve them leaves that informer unsynced, and the scheduler never schedules (seen on the local
+#: world). That version is alpha, off by default on 1.36 and 1.37 (deprecated from 1.36, gone in 1.39).
+VOLCANO_TAINT_RULES_API = "resource.k8s.io/v1alpha3/devicetaintrules"
+
+
+def volcano_gates(used: list[str]) -> list[str]:
+    """The DRA gates (beyond ``DynamicResourceAllocation``) Volcano's scheduler needs on for ``used`` features.
+
+    Volcano decides with its own copy of Kubernetes' feature table, the one of its libraries
+    (:data:`VOLCANO_LIBRARY_MINORS`), where partitionable devices (dynamic MIG), device taints (quarantine)
+    and extended resources through DRA are alpha, i.e. off: without these gates it allocates no device of
+    a dynamic-MIG pool and ignores DeviceTaintRules while the cluster's own scheduler does not. A gate is
+    passed when a used feature is off in either library and known to both (a gate a binary does not know
+    stops it at start).
+    """
+    out = []
+    for name in used:
+        if name not in VOLCANO_READS:
+            continue
+        f = FEATURES[name]
+        stages = [f.stage(m) for m in VOLCANO_LIBRARY_MINORS]
+        if Stage.ABSENT not in stages and any(s in (Stage.ALPHA, Stage.BETA_OFF) for s in stages):
+            out.append(f.gate)
+    return sorted(out)

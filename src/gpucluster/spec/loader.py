@@ -9,6 +9,7 @@ bomb), and integers beyond 64 bits (Python refuses to convert more than 4300 dig
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ MAX_NODES = 200_000
 MAX_DEPTH = 64
 SPEC_FILE = "cluster.yaml"
 _INT_TAG = "tag:yaml.org,2002:int"
+_STR_TAG = "tag:yaml.org,2002:str"
 #: The widest integer any setting takes: Kubernetes' int64 (quotas, counts, priorities).
 INT_RANGE = (-(2**63), 2**63 - 1)
 #: An integer scalar longer than this is out of range whatever its base; shorter ones are converted and compared.
@@ -53,6 +55,13 @@ def spec_path(inventory: str | Path) -> Path:
 
 
 def read_yaml(path: Path) -> Any:
+    """The spec file's data, after every guard of this module."""
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[Any, dict[str, str]]:
+    """The data and, by spec path, the source text of every unquoted scalar YAML did not read as text
+    (``1.30`` becomes the number 1.3: the text is what a "quote it" hint must show)."""
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
@@ -85,7 +94,7 @@ def read_yaml(path: Path) -> Any:
             from None
     if node is None:
         raise InputError(f"{path}: the file is empty; start from inventories/local/cluster.yaml")
-    _check_shape(path, node)
+    texts = _check_shape(path, node)
     _check_expansion(path, node)
     try:
         data = yaml.constructor.SafeConstructor().construct_document(node)
@@ -93,7 +102,7 @@ def read_yaml(path: Path) -> Any:
         raise InputError(f"{path}: malformed YAML: {_yaml_msg(err)}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: the top level must be a mapping (metadata:, hosts:, nodePools:, ...)")
-    return data
+    return data, texts
 
 
 def _yaml_msg(err: yaml.YAMLError) -> str:
@@ -104,15 +113,17 @@ def _yaml_msg(err: yaml.YAMLError) -> str:
     return str(problem)
 
 
-def _check_shape(path: Path, root: yaml.Node) -> None:
+def _check_shape(path: Path, root: yaml.Node) -> dict[str, str]:
     """Refuse input nested deeper than :data:`MAX_DEPTH`, keys given twice in one mapping, and integers
     outside :data:`INT_RANGE`.
 
     Iterative (the steps after it recurse). YAML itself lets the last of two equal keys win, so a second
     ``gpu:`` in a pool would silently replace the first; every duplicate is reported with both lines.
     Integers are checked before they are constructed: Python's ``int()`` raises on more than 4300 digits.
+    Returns the source text of each plain scalar that is not a string, by spec path.
     """
     problems: list[Problem] = []
+    raw: dict[str, str] = {}
     stack: list[tuple[yaml.Node, str, int]] = [(root, "", 1)]
     seen: set[int] = set()
     while stack:
@@ -124,6 +135,8 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
         if id(node) in seen:  # an alias: its node was checked where it was defined
             continue
         seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode) and node.tag != _STR_TAG and not node.style:
+            raw[where] = node.value
         if isinstance(node, yaml.ScalarNode) and node.tag == _INT_TAG:
             problem = _int_problem(where, node)
             if problem is not None:
@@ -151,6 +164,7 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
             stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(node.value))
     if problems:
         raise SpecError(str(path), problems)
+    return raw
 
 
 def _int_problem(where: str, node: yaml.ScalarNode) -> Problem | None:
@@ -197,11 +211,11 @@ def load_spec(inventory: str | Path) -> ClusterSpec:
     from gpucluster.spec.validate import validate  # cross-field rules need the model first
 
     path = spec_path(inventory)
-    data = read_yaml(path)
+    data, raw = _read(path)
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as err:
-        problems = problems_from_pydantic(err)
+        problems = problems_from_pydantic(err, raw)
         raise SpecError(str(path), problems + _cross_field_despite(err, data, problems)) from None
     problems = validate(spec)
     if any(p.severity == "error" for p in problems):
@@ -227,8 +241,12 @@ def format_loc(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def problems_from_pydantic(err: ValidationError) -> list[Problem]:
-    problems = []
+def problems_from_pydantic(err: ValidationError, raw: dict[str, str] | None = None) -> list[Problem]:
+    """One problem per pydantic error, in our words: the value echoed, never pydantic's wording or our
+    class names. ``raw`` (spec path → source text, from :func:`_read`) turns an unquoted ``1.30`` that
+    YAML read as a number into a "quote it" hint with the text as written."""
+    problems: list[Problem] = []
+    unions: dict[str, int] = {}
     for e in err.errors():
         loc = e["loc"]
         path = format_loc(loc)
@@ -244,10 +262,84 @@ def problems_from_pydantic(err: ValidationError) -> list[Problem]:
             hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
         elif e["type"] == "missing":
             msg = "required key is missing"
-        elif e["type"] == "literal_error":
-            msg = f"{e.get('input')!r} is not allowed: {e['msg']}"
+        elif e["type"] != "value_error":
+            msg, hint = _type_problem(e, loc, (raw or {}).get(path))
+        if path in unions and msg.startswith("expected ") and ", got " in msg:
+            # a union (int | str) reports one failure per member: one problem naming every member
+            first = problems[unions[path]]
+            taken, got = first.message.removeprefix("expected ").split(", got ", 1)
+            more = msg.removeprefix("expected ").split(", got ", 1)[0]
+            if more not in taken.split(" or "):
+                problems[unions[path]] = Problem(path, f"expected {taken} or {more}, got {got}", first.hint or hint)
+            continue
+        if msg.startswith("expected ") and ", got " in msg:
+            unions[path] = len(problems)
         problems.append(Problem(path, msg, hint))
     return problems
+
+
+#: What each kind of field expects, by pydantic error type (pydantic-core ErrorType).
+_EXPECTED = {
+    "dict_type": "a mapping (key: value lines)", "model_type": "a mapping (key: value lines)",
+    "model_attributes_type": "a mapping (key: value lines)",
+    "list_type": "a list", "tuple_type": "a list", "set_type": "a list",
+    "string_type": "text", "string_sub_type": "text",
+    "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
+    "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
+    "bool_parsing": "true or false",
+}
+#: Bounds, by pydantic error type: (the constraint's key in ``ctx``, how the value misses it, the fix).
+_BOUNDS = {
+    "greater_than_equal": ("ge", "below the minimum of {n}", "give {n} or more"),
+    "greater_than": ("gt", "not above {n}", "give a value above {n}"),
+    "less_than_equal": ("le", "above the maximum of {n}", "give {n} or less"),
+    "less_than": ("lt", "not below {n}", "give a value below {n}"),
+}
+
+
+def _shown(value: Any) -> str:
+    """A value as a user would recognise it from their YAML."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the text {value[:60]!r}" + ("..." if len(value) > 60 else "")
+    if isinstance(value, dict):
+        return f"a mapping (keys: {', '.join(str(k) for k in list(value)[:5])})" if value else "an empty mapping"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    return type(value).__name__
+
+
+def _type_problem(e: Any, loc: tuple, raw: str | None) -> tuple[str, str]:
+    """A type or range error in our words: what the field takes, the value echoed, a hint."""
+    kind, value, ctx = e["type"], e.get("input"), e.get("ctx") or {}
+    if kind in _BOUNDS:
+        key, how, fix = _BOUNDS[kind]
+        return f"{value!r} is {how.format(n=ctx.get(key))}", fix.format(n=ctx.get(key))
+    if kind in ("too_short", "too_long"):
+        size = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        fewer = "at least" if kind == "too_short" else "at most"
+        return f"takes {fewer} {size} item(s), got {ctx.get('actual_length', '?')}", ""
+    if kind in ("enum", "literal_error"):
+        return f"{value!r} is not allowed", f"one of: {ctx.get('expected', '')}"
+    expected = _EXPECTED.get(kind)
+    if expected is None:  # a kind not listed: pydantic's sentence without its type names
+        return re.sub(r"\s*(or )?instance of \w+", "", e["msg"]) + f"; got {_shown(value)}", ""
+    msg = f"expected {expected}, got {_shown(value)}"
+    hint = ""
+    if kind.startswith("string") and raw is not None:
+        hint = f'YAML reads the unquoted {raw} as a {"boolean" if isinstance(value, bool) else "number"}; ' \
+               f'quote it: "{raw}"'
+    elif expected.startswith("a mapping"):
+        keys = _allowed_keys(loc)
+        hint = f"write its keys on indented lines below it ({', '.join(keys)})" if keys else ""
+    elif expected == "a list":
+        hint = "write [a, b] or one '- item' line per item"
+    return msg, hint
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
@@ -307,16 +399,24 @@ def _cross_field_despite(err: ValidationError, data: Any, seen: list[Problem]) -
 
 
 def _drop(data: Any, loc: tuple) -> bool:
+    """Delete the mapping key at ``loc`` in ``data``; False when the path does not lead to one.
+
+    Only the exact key goes: a required key that failed is missing from the copy after the first round,
+    and deleting whatever encloses it instead (a whole ``tenants`` list for one tenant's bad name) would
+    make every rule that reads the enclosing section blame lines that are right.
+    """
     parts = [p for p in loc if isinstance(p, int) or ("[" not in p and "(" not in p)]
-    node, parent, key = data, None, None
-    for part in parts:
+    if not parts or not isinstance(parts[-1], str):
+        return False  # a list item or the top level: dropping it would shift later paths
+    node = data
+    for part in parts[:-1]:
         if isinstance(node, dict) and isinstance(part, str) and part in node:
-            parent, key, node = node, part, node[part]
+            node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             node = node[part]
         else:
-            break
-    if parent is None or key is None:
+            return False
+    if not isinstance(node, dict) or parts[-1] not in node:
         return False
-    del parent[key]
+    del node[parts[-1]]
     return True

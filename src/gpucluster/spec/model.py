@@ -19,7 +19,14 @@ from pydantic.alias_generators import to_camel
 
 from gpucluster import components, upstream, versions
 from gpucluster.errors import Problem
-from gpucluster.spec.names import check_address, check_ansible_vars, check_count, check_ifname, check_subject
+from gpucluster.spec.names import (
+    check_address,
+    check_ansible_vars,
+    check_count,
+    check_endpoint,
+    check_ifname,
+    check_subject,
+)
 from gpucluster.spec.quantity import check_cpu, check_duration, check_memory
 
 # Every pattern is used with fullmatch: `match` with `$` also accepts a trailing newline ("gpu\n"),
@@ -66,6 +73,7 @@ def _labels(value: dict[str, str]) -> dict[str, str]:
 
 Name = Annotated[str, AfterValidator(_dns_label)]
 Address = Annotated[str, AfterValidator(check_address)]
+Endpoint = Annotated[str, AfterValidator(check_endpoint)]
 InterfaceName = Annotated[str, AfterValidator(check_ifname)]
 Subject = Annotated[str, AfterValidator(check_subject)]
 Count = Annotated[int, AfterValidator(check_count)]
@@ -87,7 +95,10 @@ class ChartRef(Model):
     """Where a Helm chart comes from. ``repository`` is a chart repository URL or a local path."""
 
     repository: str
-    version: str = Field(description="The exact chart version (SemVer, e.g. 26.3.0): never a range or latest.")
+    version: str = Field(description="The exact chart version as the repository spells it, never a range or latest: "
+                         "the GPU Operator's releases carry a v "
+                         f"({versions.CHARTS['gpu-operator'].version}), the DRA driver's do not "
+                         f"({versions.CHARTS['dra-driver'].version}).")
     chart: str
 
     @field_validator("version")
@@ -278,7 +289,9 @@ class Kubernetes(Model):
                          description="Kubernetes version, e.g. 1.37.2 (1.36 and 1.37 are supported).")
     pod_subnet: str = "10.244.0.0/16"
     service_subnet: str = "10.96.0.0/12"
-    control_plane_endpoint: str | None = Field(default=None, description="host:port of the API (VIP/LB).")
+    control_plane_endpoint: Endpoint | None = Field(
+        default=None, description="host[:port] of the API (VIP or load balancer), e.g. 10.20.0.10:6443: no scheme, "
+        "no path (kubeadm adds https:// itself).")
     feature_gates: dict[str, bool] = Field(default_factory=dict)
 
     @field_validator("version")

@@ -51,6 +51,46 @@ def check_address(value: str) -> str:
                      "10.20.0.11 or the name like gpu-01.lab.example.com")
 
 
+def check_endpoint(value: str) -> str:
+    """kubeadm's ``controlPlaneEndpoint``: an IP address or an RFC 1123 DNS name, with an optional TCP port.
+
+    kubeadm takes nothing else (k8s.io/kubernetes v1.37.2 cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go,
+    ``ControlPlaneEndpoint``): a scheme or a path would end up inside every kubeconfig and certificate.
+    An IPv6 address with a port is written in brackets, ``[fd00::10]:6443``.
+    """
+    example = "10.20.0.10:6443 or api.lab.example.com:6443"
+    scheme, sep, rest = value.partition("://")
+    if sep:
+        raise ValueError(f"{value!r} has a scheme ({scheme}://): kubeadm takes host[:port] only, and adds "
+                         f"https:// itself; hint: write {rest.split('/', 1)[0] or example!r}")
+    if "/" in value:
+        raise ValueError(f"{value!r} has a path: kubeadm takes host[:port] only; hint: write "
+                         f"{value.split('/', 1)[0] or example!r}")
+    host, port = value, ""
+    if value.startswith("["):
+        host, close, after = value[1:].partition("]")
+        if not close or (after and not after.startswith(":")):
+            raise ValueError(f"{value!r} is not host[:port]; hint: an IPv6 address with a port is written "
+                             "[fd00::10]:6443")
+        port = after[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{value!r}: {host!r} in brackets is not an IPv6 address; hint: write "
+                             "[fd00::10]:6443, or the IPv4 address or name without brackets") from None
+    elif value.count(":") == 1:
+        host, _, port = value.partition(":")
+    if value.count(":") == 1 or value.startswith("["):
+        if not (port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535):
+            raise ValueError(f"{value!r}: the port {port!r} is not a TCP port (1 to 65535); hint: e.g. {example}")
+    try:
+        check_address(host)
+    except ValueError:
+        raise ValueError(f"{value!r}: {host!r} is neither an IP address nor a host name; hint: write host[:port], "
+                         f"e.g. {example}") from None
+    return value
+
+
 def check_ifname(value: str) -> str:
     """A Linux network interface name that is safe as a word in any command line and path.
 

@@ -68,6 +68,13 @@ def _models(root: type[BaseModel]) -> list[type[BaseModel]]:
     return seen
 
 
+def _mark(p: catalog.MigProfile) -> str:
+    """Nothing for a captured value; how an uncaptured one was found."""
+    if p.captured:
+        return ""
+    return ", *mock*" if p.memory_source == catalog.MOCK else ", *nominal*"
+
+
 def markdown() -> str:
     lines = [
         "# Spec reference: `inventories/<env>/cluster.yaml`",
@@ -85,11 +92,14 @@ def markdown() -> str:
             desc = (f.description or "").replace("|", "\\|")
             lines.append(f"| `{f.alias or name}` | {_type_name(f.annotation)} | {_default(f)} | {desc} |")
         lines.append("")
-    header = "| model | product | memory (MiB) | architecture | CC | MIG profiles (max per GPU) |"
-    lines += ["## GPU catalog", "", header,
-              "|---|---|---|---|---|---|"]
+    header = "| model | product | memory (MiB) | architecture | CC | MIG profiles (max per GPU x MiB each) |"
+    lines += ["## GPU catalog", "",
+              "A MIG profile's memory is what a real board reported (`src/gpucluster/data/captures.yaml`) unless "
+              "marked *mock* (go-nvml's mock GPUs) or *nominal* (the profile's GiB x 1024): no capture exists.", "",
+              header, "|---|---|---|---|---|---|"]
     for key, m in catalog.catalog().items():
-        migs = ", ".join(f"{p.name} ({p.max})" for p in m.mig.profiles.values()) if m.mig else "—"
+        migs = ", ".join(f"{p.name} ({p.max} x {p.memory_mib}{_mark(p)})" for p in m.mig.profiles.values()) \
+            if m.mig else "—"
         lines.append(f"| `{key}` | {m.product_name} | {m.memory_mib} | {m.architecture} "
                      f"| {m.compute_capability} | {migs} |")
     return "\n".join(lines) + "\n"

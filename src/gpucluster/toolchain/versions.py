@@ -254,7 +254,7 @@ _ALL: list[Tool] = [
     ),
     # Volcano (issue 7): v1.14.1, not v1.15.1: no volcano.sh/apis that v1.15.1 compiles against is
     # served (see tools/volcano/go.mod); v1.14.1 builds against the published apis v1.14.0.
-    # Both binaries come from one wrapper module, so they share one compile.
+    # The three binaries come from one wrapper module, so they share one compile.
     Tool(
         name="vc-scheduler",
         version=VOLCANO,
@@ -268,6 +268,15 @@ _ALL: list[Tool] = [
         version=VOLCANO,
         module="volcano",
         package="volcano.sh/volcano/cmd/controller-manager",
+        ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
+        version_text=f"Version: {VOLCANO}\n",
+    ),
+    # The admission webhook manager (the chart's vc-webhook-manager image), from the same module.
+    Tool(
+        name="vc-webhook-manager",
+        version=VOLCANO,
+        module="volcano",
+        package="volcano.sh/volcano/cmd/webhook-manager",
         ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
         version_text=f"Version: {VOLCANO}\n",
     ),
@@ -375,6 +384,25 @@ _ALL: list[Tool] = [
         optional=True,
         crd_packages=("github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1",),
     ),
+    # containerd of the two majors the host layer supports beyond Debian 12's 1.6 (which Molecule runs
+    # from Debian's package): 1.7, 2.0 (the last release before 2.1 changed how drop-ins merge plugin
+    # sections) and the newest 2.x. Only `containerd --config FILE config dump` runs (no daemon): the
+    # upstream tier merges the host layer's drop-ins with the NVIDIA Container Toolkit's through them
+    # (tests/upstream/test_containerd_dropins_upstream.py). Optional: only that test needs them.
+    *(Tool(
+        name=name,
+        version=version,
+        module=module,
+        package=f"{path}/cmd/containerd",
+        ldflags=(f"-X {path}/version.Version={version}",),
+        version_text=f" {version} ",
+        optional=True,
+        output="containerd",
+    ) for name, version, module, path in (
+        ("containerd-1.7", versions.CONTAINERD_17, "containerd17", "github.com/containerd/containerd"),
+        ("containerd-2.0", versions.CONTAINERD_20, "containerd20", "github.com/containerd/containerd/v2"),
+        ("containerd-2", versions.CONTAINERD_2, "containerd2", "github.com/containerd/containerd/v2"),
+    )),
     # helmfile's own state loader over a rendered helmfile.yaml (tools/helmfile-check, our main over
     # github.com/helmfile/helmfile's pkg/state): strict parsing as `helmfile` does, then its release
     # plan (the `needs` graph). Optional: only tests/integration/test_deployers_live.py runs it.
@@ -384,6 +412,20 @@ _ALL: list[Tool] = [
         module="helmfile-check",
         package="gpucluster.local/tools/helmfile-check",
         version_args=(),
+        optional=True,
+    ),
+    # Helm's own CLI, unmodified (tools/helm): tests/upstream renders Volcano's chart from the module
+    # the local world builds its daemons from (`helm template`) and compares each daemon's arguments,
+    # the webhook configurations and the scheduler configuration with what gpucluster maps our values
+    # to (gpucluster.render.volcano_chart). Optional: only the upstream tier runs it.
+    Tool(
+        name="helm",
+        version=versions.HELM,
+        module="helm",
+        package="helm.sh/helm/v3/cmd/helm",
+        ldflags=(f"-X helm.sh/helm/v3/internal/version.version={versions.HELM}",),
+        version_args=("version", "--short"),
+        version_text=versions.HELM,
         optional=True,
     ),
 ]

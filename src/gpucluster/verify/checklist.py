@@ -9,7 +9,9 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
      "from Helm's release records; image digests inside upstream charts are pinned by the chart "
      "version, not checked per image"),
     ("Capacity/allocatable and health verified automatically",
-     ["node-ready", "node-capacity", "node-allocatable", "gpu-health", "gpu-xid", "gpu-ecc", "gpu-count-metrics"], ""),
+     ["node-ready", "node-capacity", "node-allocatable", "gpu-health", "gpu-metrics"],
+     "gpu-health reads the GPU Operator's DCGM exporter and validator pods (and DRA taints, node-problem-detector "
+     "conditions where present); each row names its sources"),
     ("Managed labels and taints", ["node-labels", "node-taints"], ""),
     ("Separate queues/quotas for online, batch, training, notebooks",
      ["tenant-quota", "tenant-queue", "tenant-admission", "priority-classes"], ""),
@@ -19,7 +21,7 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
     ("DRA DeviceClass, claims and driver state verified",
      ["dra-slices", "deviceclass-matches", "dra-extended-resource", "dra-claims", "dra-quarantine",
       "daemonsets-ready"], ""),
-    ("DCGM mapping and metric units", ["alert-rules", "gpu-count-metrics"],
+    ("DCGM mapping and metric units", ["alert-rules", "gpu-health"],
      "units are fixed by the exporter CSV gpucluster renders and unit-tested; promtool tests the rules"),
     ("GPU/CPU/RAM/storage/network limits together", ["tenant-quota", "tenant-limitrange"],
      "storage and network bandwidth limits are not modelled by the spec yet"),
@@ -35,7 +37,7 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
     ("Cost labels", [],
      "not automatable by verify: cost attribution relies on the exporter's namespace/pod labels, "
      "checked by `gpucluster cost` and its tests"),
-    ("XID/ECC/thermal runbook", ["alert-rules", "gpu-xid", "gpu-ecc"],
+    ("XID/ECC/thermal runbook", ["alert-rules", "gpu-health"],
      "the runbook itself is docs/runbooks.md; alerts link to it"),
     ("Driver upgrades roll without stranding nodes", ["driver-upgrade"],
      "host-managed drivers, the toolkit and Kubernetes roll with playbooks/upgrade.yml (drain, verify per node)"),

@@ -7,9 +7,10 @@ integration tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import Any
 
 from gpucluster import cel, expected
 from gpucluster.devices import Device
@@ -17,10 +18,11 @@ from gpucluster.expected import HostState
 from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.upstream import DRA_DRIVER, MIG_DEVICE_NAME, counter_set_name
+from gpucluster.upstream import DRA_DRIVER, DRA_EXTENDED_CLASS, MIG_DEVICE_NAME, counter_set_name
 from gpucluster.verify import dra_claims
+from gpucluster.verify.daemonsets import daemonset_row
 from gpucluster.verify.isolation import enforcer_checks
-from gpucluster.verify.model import Result, compare, fail, ok, skip
+from gpucluster.verify.model import Result, compare, differences, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
 
@@ -32,12 +34,6 @@ def _ready(node: dict) -> str:
         if c.get("type") == "Ready":
             return c.get("status", "Unknown")
     return "Unknown"
-
-
-def _gpu_condition(condition: dict) -> bool:
-    """Node-problem-detector style conditions (True = problem) that concern GPUs, e.g. GpuUnhealthy."""
-    kind = condition.get("type", "")
-    return kind != "Ready" and "gpu" in kind.lower()
 
 
 def _ext(resources: dict) -> dict[str, int]:
@@ -82,7 +78,7 @@ def _no_agents(want: dict[str, int], published: dict[str, int], absent: Abstract
 
 def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState], *,
                 absent: AbstractSet[str] = frozenset()) -> Iterator[Result]:
-    """Per node: Ready, GPU/RDMA capacity and allocatable, GPU health, labels and taints.
+    """Per node: Ready, GPU/RDMA capacity and allocatable, labels and taints (GPU health: :mod:`.health`).
 
     ``absent`` (:func:`absent_agents`): releases not installed on purpose; a node whose expected
     devices only their agents would publish, and that publishes none, is not measured for them.
@@ -96,7 +92,7 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState],
         node = nodes.get(name)
         if node is None:
             yield fail("node-ready", name, "Ready node", "no such node", "the host never registered")
-            for check in ("node-capacity", "node-allocatable", "node-labels", "node-taints", "gpu-health"):
+            for check in ("node-capacity", "node-allocatable", "node-labels", "node-taints"):
                 yield skip(check, name, "node is missing (see node-ready)")
             continue
         yield compare("node-ready", name, "True", _ready(node), "node is not Ready")
@@ -108,7 +104,6 @@ def node_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState],
             yield skip("node-allocatable", name, unmeasured)
         else:
             yield from _resource_checks(name, want.resources, capacity, allocatable)
-        yield from _node_health(name, node, want)
         yield from _node_labels(name, node, want, applied.get(name, {}), absent)
         yield from _node_taints(name, node, want, managed)
     for name in sorted(set(nodes) - set(states)):
@@ -122,23 +117,6 @@ def _resource_checks(name: str, want: dict[str, int], capacity: dict[str, int],
     withheld = {k: capacity[k] - allocatable.get(k, 0) for k in capacity if allocatable.get(k, 0) < capacity[k]}
     yield compare("node-allocatable", name, want, allocatable,
                   "; ".join(f"{n} {k} withheld (unhealthy devices?)" for k, n in sorted(withheld.items())))
-
-
-def _node_health(name: str, node: dict, want: HostState) -> Iterator[Result]:
-    if not want.gpu_count:
-        return
-    status = node.get("status", {})
-    gpu_conditions = [c for c in status.get("conditions", []) if _gpu_condition(c)]
-    bad = [f"{c['type']}: {c.get('message') or c.get('reason') or 'True'}"
-           for c in gpu_conditions if c.get("status") == "True"]
-    if bad:
-        yield fail("gpu-health", name, "no GPU problem conditions", "; ".join(bad))
-    elif not gpu_conditions:
-        yield skip("gpu-health", name, "no agent reports GPU conditions on this node (a node-problem-"
-                   "detector GPU monitor would); DCGM health is checked with --metrics-url")
-    else:
-        yield ok("gpu-health", name, "no GPU problem conditions",
-                 ", ".join(f"{c['type']}=False" for c in gpu_conditions))
 
 
 def _node_labels(name: str, node: dict, want: HostState, applied: dict[str, str],
@@ -188,7 +166,7 @@ NO_DRA_AGENT = ("nothing publishes DRA devices: the release dra-driver, whose ku
 def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState], *,
                absent: AbstractSet[str] = frozenset()) -> Iterator[Result]:
     dra_hosts = {n: s for n, s in states.items() if s.devices}
-    if not dra_hosts and not spec.dra.device_classes:
+    if not dra_hosts and not spec.dra.device_classes and not snap.resource_slices:
         return
     if snap.resource_slices is None:
         yield fail("dra-slices", "resource.k8s.io/v1", "served", "not served", "the API server has no DRA v1 API")
@@ -214,6 +192,13 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState], 
             yield fail("dra-slices", name, exp, act, "; ".join(problems[:5]))
         else:
             yield ok("dra-slices", name, exp, act)
+    for name in sorted(set(by_node) & set(states) - set(dra_hosts)):
+        if by_node[name]:
+            # the same GPUs twice: a claim and a device-plugin pod could both be handed one of them
+            how = ("its pool serves GPUs through the device plugin" if states[name].gpu_count else "it has no GPU pool")
+            yield fail("dra-slices", name, f"no DRA devices ({how})", f"{len(by_node[name])} devices",
+                       f"the DRA driver publishes {', '.join(sorted(d.get('name', '?') for d in by_node[name])[:5])} "
+                       "here: its kubelet plugin runs on a node outside the DRA pools (node selector or labels?)")
     yield from _device_class_checks(spec, snap, absent)
 
 
@@ -324,16 +309,26 @@ def counter_problems(want: dict[str, dict[str, int]], got: list[dict]) -> list[s
 
 
 def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[str] = frozenset()) -> Iterator[Result]:
-    if not spec.dra.enabled or not spec.dra.device_classes:
+    """Each DeviceClass gpucluster renders is deployed exactly as rendered (a selector deleted or widened is a
+    difference), its selectors compile, no published device fails their evaluation, and they match some."""
+    from gpucluster.render import dra_driver
+
+    if not spec.dra.enabled:
         return
     deployed = {d["metadata"]["name"]: d for d in snap.device_classes or []}
     devices = [(rs["spec"].get("driver", ""), dev) for rs in snap.resource_slices or []
                for dev in rs.get("spec", {}).get("devices", [])]
-    for dc in spec.dra.device_classes:
-        subject = f"deviceclass/{dc.name}"
-        obj = deployed.get(dc.name)
+    for want in dra_driver.objects(spec):
+        name = want["metadata"]["name"]
+        subject = f"deviceclass/{name}"
+        obj = deployed.get(name)
         if obj is None:
             yield fail("deviceclass-matches", subject, "deployed", "missing")
+            continue
+        diff = differences(want["spec"], obj.get("spec") or {}, "spec")
+        if diff:
+            yield fail("deviceclass-matches", subject, "as rendered", f"{len(diff)} difference(s)",
+                       "; ".join(diff[:4]) + " (a changed selector changes which devices the class hands out)")
             continue
         exprs = [s["cel"]["expression"] for s in obj.get("spec", {}).get("selectors", []) if "cel" in s]
         try:
@@ -356,8 +351,13 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[
                        "whose search reaches such a device")
         elif not devices and DRA_AGENT in absent:
             yield skip("deviceclass-matches", subject, NO_DRA_AGENT)
+        elif name == DRA_EXTENDED_CLASS and not any(p.uses_dra and p.extended_resource for p in spec.gpu_pools):
+            # no pool opts in: the class exists so the chart's own gpu.nvidia.com does not serve plain GPUs
+            yield compare("deviceclass-matches", subject, "as rendered, 0 devices (no pool sets extendedResource)",
+                          f"as rendered, {n} devices (no pool sets extendedResource)",
+                          "plain nvidia.com/gpu pods may land on these DRA devices")
         elif n:
-            yield ok("deviceclass-matches", subject, ">= 1 device", f"{n} devices")
+            yield ok("deviceclass-matches", subject, "as rendered, >= 1 device", f"{n} devices")
         else:
             yield fail("deviceclass-matches", subject, ">= 1 device", "0 devices",
                        "no published device satisfies the selector")
@@ -365,7 +365,7 @@ def _device_class_checks(spec: ClusterSpec, snap: Snapshot, absent: AbstractSet[
 
 def daemonset_checks(spec: ClusterSpec, snap: Snapshot, *,
                      charts_reachable: bool = True) -> Iterator[Result]:
-    """Every DaemonSet an enabled feature creates runs, ready, on exactly the hosts it must cover.
+    """Every DaemonSet an enabled feature creates runs, current and ready, on exactly the hosts it must cover.
 
     A missing DaemonSet fails, unless its chart is not installed on purpose (the local world):
     then it is not measured, with that reason.
@@ -373,29 +373,48 @@ def daemonset_checks(spec: ClusterSpec, snap: Snapshot, *,
     present = {(d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in snap.daemonsets}
     for (ns, name), hosts in sorted(expected.daemonsets(spec).items()):
         subject = f"{ns}/{name}"
-        want = f"{len(hosts)} scheduled, {len(hosts)} ready"
         ds = present.get((ns, name))
         if ds is None:
             if not charts_reachable:
                 yield skip("daemonsets-ready", subject, "its chart is not installed here (chart repositories are "
                            "unreachable; in the local world the GPU simulator stands in for its pods)")
             else:
-                yield fail("daemonsets-ready", subject, want, "missing", "the operator did not create it")
+                yield fail("daemonsets-ready", subject, f"{len(hosts)} scheduled, {len(hosts)} ready", "missing",
+                           "the operator did not create it")
             continue
-        st = ds.get("status") or {}
-        got = f"{st.get('desiredNumberScheduled', 0)} scheduled, {st.get('numberReady', 0)} ready"
-        yield compare("daemonsets-ready", subject, want, got,
-                      "scheduled on other nodes than the spec's (node selector, labels or taints?)"
-                      if st.get("desiredNumberScheduled", 0) != len(hosts) else "pods not ready")
+        yield daemonset_row(subject, ds, len(hosts))
+
+
+#: The PriorityClass fields that decide scheduling (the rest is metadata).
+PRIORITY_FIELDS = ("value", "globalDefault", "preemptionPolicy", "description")
 
 
 def priority_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    """Each PriorityClass of the spec exactly as rendered; and no other PriorityClass is the cluster's global
+    default (it would set the priority of every tenant pod that names none)."""
+    from gpucluster.render.volcano import priority_classes
+
     have = {p["metadata"]["name"]: p for p in snap.priority_classes}
-    for pc in spec.scheduling.priority_classes:
-        got = have.get(pc.name)
-        actual = f"value={got.get('value')} {got.get('preemptionPolicy', 'PreemptLowerPriority')}" if got else "missing"
-        want = f"value={pc.value} {pc.preemption_policy}"
-        yield compare("priority-classes", f"priorityclass/{pc.name}", want, actual)
+    rendered = {p["metadata"]["name"]: p for p in priority_classes(spec)}
+    for name, want in rendered.items():
+        subject = f"priorityclass/{name}"
+        what = f"value={want['value']} {want['preemptionPolicy']}, globalDefault={want['globalDefault']}"
+        got = have.get(name)
+        if got is None:
+            yield fail("priority-classes", subject, what, "missing")
+            continue
+        # the API server defaults preemptionPolicy and globalDefault when left out
+        live = {"globalDefault": False, "preemptionPolicy": "PreemptLowerPriority", **got}
+        diff = differences({k: want.get(k) for k in PRIORITY_FIELDS}, {k: live.get(k) for k in PRIORITY_FIELDS})
+        if diff:
+            yield fail("priority-classes", subject, what, f"{len(diff)} difference(s)", "; ".join(diff))
+        else:
+            yield ok("priority-classes", subject, what, "as rendered")
+    for name, got in sorted(have.items()):
+        if name not in rendered and got.get("globalDefault"):
+            yield fail("priority-classes", f"priorityclass/{name}", "no global default but the spec's",
+                       f"globalDefault=true, value={got.get('value')}",
+                       "every pod that names no PriorityClass gets this one's priority, tenant pods included")
 
 
 def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = True) -> Iterator[Result]:
@@ -428,7 +447,9 @@ def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = 
         except ValueError as err:
             broken.append(str(err))
             continue
-        installed[(rec.namespace, rec.name)] = rec
+        seen = installed.get((rec.namespace, rec.name))
+        if seen is None or rec.revision > seen.revision:  # Helm takes the latest deployed revision
+            installed[(rec.namespace, rec.name)] = rec
     for rel in wanted:
         subject = f"release/{rel.name}"
         want = f"{rel.chart} {rel.version.lstrip('v')} in {rel.namespace}"
@@ -446,38 +467,185 @@ def chart_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool = 
                            "; ".join((claims or broken)[:2]) or "no deployed Helm release of that name in the "
                            "namespace")
             continue
-        yield compare("charts-installed", subject, want,
-                      f"{found.chart} {found.version.lstrip('v')} in {found.namespace}")
+        got = f"{found.chart} {found.version.lstrip('v')} in {found.namespace}"
+        diff = differences(rel.values, found.config, "values")
+        if got != want:
+            yield fail("charts-installed", subject, want, got, f"revision {found.revision} holds another chart")
+        elif diff:
+            yield fail("charts-installed", subject, f"{want}, values as rendered",
+                       f"{got}, {len(diff)} value(s) differ", f"revision {found.revision}: " + "; ".join(diff[:5]))
+        else:
+            yield ok("charts-installed", subject, f"{want}, values as rendered", f"{got}, revision {found.revision}")
 
 
 def alert_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    """``alert-rules``: our PrometheusRule exactly as rendered (every rule's expression, ``for``, labels and
+    annotations: a neutered alert is a difference), labelled so the Prometheus selects it; and, where a
+    Prometheus was read (``--prometheus``, the local world's monitoring add-on), every alert loaded there
+    from it with the same expression, duration, labels and annotations, and not failing to evaluate."""
+    from gpucluster.render.monitoring import ALERT_GROUP, RULE_NAME, prometheus_rule
+
     if not spec.monitoring.enabled:
         return
     if snap.prometheus_rules is None:
         yield skip("alert-rules", "monitoring", "the PrometheusRule CRD is not installed (no monitoring stack)")
         return
-    loaded = {r["alert"] for pr in snap.prometheus_rules for g in pr.get("spec", {}).get("groups", [])
-              for r in g.get("rules", []) if "alert" in r}
-    want = {r["alert"] for r in alert_rules(spec)}
-    missing = sorted(want - loaded)
-    if missing:
-        yield fail("alert-rules", "monitoring", sorted(want), sorted(loaded & want), f"missing {', '.join(missing)}")
+    want = prometheus_rule(spec)
+    ns = want["metadata"]["namespace"]
+    subject = f"prometheusrule/{ns}/{RULE_NAME}"
+    what = f"{len(alert_rules(spec))} alerts as rendered, selected by {_s_labels(spec.monitoring.prometheus_label)}"
+    live = next((r for r in snap.prometheus_rules if r["metadata"].get("namespace") == ns
+                 and r["metadata"]["name"] == RULE_NAME), None)
+    if live is None:
+        yield fail("alert-rules", subject, what, "missing")
+        return
+    labels = live["metadata"].get("labels") or {}
+    problems = [f"label {k}={labels.get(k, '(missing)')} (the Prometheus selects {k}={v}: the rules are not loaded)"
+                for k, v in spec.monitoring.prometheus_label.items() if labels.get(k) != v]
+    problems += differences(want["spec"], live.get("spec") or {}, "spec")
+    if snap.prometheus_loaded is not None:
+        problems += _loaded_problems({r["alert"]: r for r in alert_rules(spec)}, snap.prometheus_loaded,
+                                     f"{ns}-{RULE_NAME}-", ALERT_GROUP)
+    elif snap.prometheus_error:
+        problems.append(f"the Prometheus at {snap.prometheus_url} could not be read: {snap.prometheus_error}")
+    actual = ("as rendered" + (f", loaded by {snap.prometheus_url}" if snap.prometheus_loaded is not None else ""))
+    if problems:
+        yield fail("alert-rules", subject, what, f"{len(problems)} difference(s)", "; ".join(problems[:6]))
     else:
-        yield ok("alert-rules", "monitoring", f"{len(want)} alerts", "all loaded")
+        yield ok("alert-rules", subject, what, actual)
 
 
-def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str | None = None) -> Snapshot:
-    """The snapshot every check of ``spec`` needs: the LISTs and the tenant access reviews."""
+def _s_labels(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _seconds(duration: str) -> float:
+    """A Prometheus duration (``10m``, ``1h30m``) in seconds."""
+    import re
+
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", duration))
+
+
+def _loaded_problems(want: dict[str, dict], groups: list[dict], file_prefix: str, group: str) -> list[str]:
+    """How the alerts a Prometheus loaded from our rule file (``/api/v1/rules``) differ from the rendered ones.
+
+    Prometheus answers each rule's expression as it prints the parsed query (:func:`promql_text`);
+    ``duration`` is in seconds. A rule that failed its last evaluation (``health: err``)
+    is a problem; ``unknown`` (not evaluated yet) is not."""
+    loaded = {r.get("name"): r for g in groups if g.get("name") == group
+              and str(g.get("file", "")).rsplit("/", 1)[-1].startswith(file_prefix)
+              for r in g.get("rules") or [] if r.get("type") == "alerting"}
+    problems = [f"alert {name} is not loaded by the Prometheus" for name in sorted(set(want) - set(loaded))]
+    for name in sorted(set(want) & set(loaded)):
+        w, got = want[name], loaded[name]
+        if promql_text(str(got.get("query", ""))) != promql_text(w["expr"]):
+            problems.append(f"alert {name}: Prometheus evaluates {got.get('query')!r}, not {w['expr']!r}")
+        if float(got.get("duration") or 0) != _seconds(w.get("for", "0s")):
+            problems.append(f"alert {name}: for {got.get('duration')}s, not {w.get('for', '0s')}")
+        for key in ("labels", "annotations"):
+            problems += [f"alert {name}: {d}" for d in _label_differences(w.get(key) or {}, got.get(key) or {}, key)]
+        if got.get("health") == "err":
+            problems.append(f"alert {name} fails to evaluate: {got.get('lastError', '')}")
+    return problems
+
+
+def promql_text(expr: str) -> str:
+    """A PromQL expression as text to compare: without whitespace outside string literals, and with each
+    selector's label matchers sorted, as Prometheus prints a parsed query (``/api/v1/rules`` answers
+    ``rule.Query().String()``, web/api/v1/api.go:2338, and VectorSelector.String sorts the matchers,
+    promql/parser/printer.go:452, prometheus v0.316.0; facts rules-api-query, printer-sorts-matchers).
+    Selectors do not nest in PromQL, so one level of braces is all there is."""
+    out: list[str] = []
+    matchers: list[str] | None = None  # the matchers of the selector being read
+    part: list[str] = []
+    i = 0
+    while i < len(expr):
+        c = expr[i]
+        if c in "\"'`":  # a string literal, copied whole (a backslash escapes the next character but in `...`)
+            end = i + 1
+            while end < len(expr) and expr[end] != c:
+                end += 2 if expr[end] == "\\" and c != "`" else 1
+            (part if matchers is not None else out).append(expr[i:end + 1])
+            i = end + 1
+            continue
+        if c.isspace():
+            pass
+        elif c == "{" and matchers is None:
+            out.append("{")
+            matchers, part = [], []
+        elif c == "," and matchers is not None:
+            matchers.append("".join(part))
+            part = []
+        elif c == "}" and matchers is not None:
+            matchers.append("".join(part))
+            out.append(",".join(sorted(m for m in matchers if m)) + "}")
+            matchers = None
+        else:
+            (part if matchers is not None else out).append(c)
+        i += 1
+    return "".join(out)
+
+
+def _label_differences(want: dict, got: dict, key: str) -> list[str]:
+
+    return differences({k: str(v) for k, v in want.items()}, {k: str(v) for k, v in got.items()}, key)
+
+
+def read_prometheus(snap: Snapshot, url: str) -> None:
+    """The rule groups a Prometheus has loaded (``GET <url>/api/v1/rules``) into ``snap``."""
+    import json
+    import urllib.request
+
+    snap.prometheus_url = url.rstrip("/")
+    try:
+        with urllib.request.urlopen(f"{snap.prometheus_url}/api/v1/rules?type=alert", timeout=10) as resp:
+            body = json.loads(resp.read())
+        snap.prometheus_loaded = list((body.get("data") or {}).get("groups") or [])
+    except (OSError, ValueError) as err:
+        snap.prometheus_error = str(err)
+
+
+def local_prometheus(kubeconfig: str | Path | None) -> str | None:
+    """The local world's Prometheus (its monitoring add-on) when it runs, for the world of ``kubeconfig``."""
+    from gpucluster.addons import monitoring
+    from gpucluster.local.world import World
+
+    if kubeconfig is None:
+        return None
+    world = World(Path(kubeconfig).parent)
+    return monitoring.url(world) if monitoring.running(world) else None
+
+
+def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str | None = None, *,
+          metrics_urls: Sequence[str] = (), simulated: bool = False, prometheus: str | None = None) -> Snapshot:
+    """The snapshot every check of ``spec`` needs: the LISTs, the tenant access reviews, the GPU health
+    sources (the GPU Operator's exporter pods; ``metrics_urls``; the simulated exporter where ``simulated``:
+    the local world, whose exporter pods, if any, have no reachable address) and, given a ``prometheus``
+    (the local world's own when its monitoring add-on runs), the alert rules it loaded."""
     from gpucluster import quarantine
+    from gpucluster.render import releases
     from gpucluster.spec.features import DEVICE_TAINT_RULE_API
-    from gpucluster.verify import snapshot, tenancy
+    from gpucluster.verify import health, snapshot, tenancy
 
     minor = spec.kubernetes.minor[1]
     paths = {"device_taint_rules": quarantine.rules_path(minor)} if minor in DEVICE_TAINT_RULE_API else {}
-    from gpucluster.render import releases
 
-    return snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths,
-                          helm_namespaces=[rel.namespace for rel in releases(spec)])
+    def scrape(api: Any, snap: Snapshot) -> None:
+        if not simulated:
+            snap.dcgm += health.scrape_exporter_pods(api, snap.operator_pods or [])
+
+    snap = snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths,
+                          helm_namespaces=[rel.namespace for rel in releases(spec)],
+                          operator_namespace=spec.gpu_operator.namespace if spec.gpu_operator.enabled else None,
+                          then=scrape)
+    snap.dcgm += health.scrape_urls(metrics_urls)
+    if simulated:
+        snap.dcgm += health.read_simulated(spec, kubeconfig)
+        prometheus = prometheus or local_prometheus(kubeconfig)
+    if prometheus and spec.monitoring.enabled:
+        read_prometheus(snap, prometheus)
+    return snap
 
 
 def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None = None, *,
@@ -488,10 +656,15 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
     from chart repositories are not installed on purpose, so what depends on them is not measured
     (with that reason) instead of failed. ``simulated`` (the local world): the GPU simulator stands in
     for their node agents, so the devices they would publish are still checked.
+
+    ``gpucluster verify``, ``up``'s verify step and the pytest suite all call this: the same rows.
     """
+    from gpucluster.verify import health
+
     states = states if states is not None else expected.host_states(spec)
     absent = absent_agents(spec, charts_reachable=charts_reachable, simulated=simulated)
-    return [*node_checks(spec, snap, states, absent=absent), *dra_checks(spec, snap, states, absent=absent),
+    return [*node_checks(spec, snap, states, absent=absent), *health.health_checks(spec, snap, states),
+            *dra_checks(spec, snap, states, absent=absent),
             *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
             *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, charts_reachable=charts_reachable),
@@ -499,16 +672,3 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
             *enforcer_checks(spec, snap, charts_reachable=charts_reachable),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
             *alert_checks(spec, snap), *chart_checks(spec, snap, charts_reachable=charts_reachable)]
-
-
-def rows(spec: ClusterSpec, snap: Snapshot, metrics_urls: tuple[str, ...] = (), *,
-         charts_reachable: bool = True, simulated: bool = False) -> list[Result]:
-    """Every row `gpucluster verify` shows without --hosts: the cluster checks and the DCGM metric checks.
-
-    The CLI and the pytest suite both call this, so they report the same rows.
-    """
-    from gpucluster.verify import health
-
-    states = expected.host_states(spec)  # once: the cluster and the metric checks both use it
-    return [*run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated),
-            *health.metric_checks(states, metrics_urls)]

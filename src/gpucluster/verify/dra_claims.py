@@ -148,7 +148,11 @@ def mapped_class(classes: list[dict], resource: str = DRA_EXTENDED_RESOURCE) -> 
 
 def extended_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
     """``dra-extended-resource``: gpucluster's class serves plain ``nvidia.com/gpu`` (module docstring)."""
-    if not (spec.dra.enabled and dra_driver.enabled(spec)) or snap.device_classes is None:
+    if not (spec.dra.enabled and dra_driver.enabled(spec)):
+        return
+    if snap.device_classes is None:
+        yield skip("dra-extended-resource", f"extended-resource/{DRA_EXTENDED_RESOURCE}",
+                   "DeviceClasses are not served (resource.k8s.io/v1)")
         return
     winner = mapped_class(snap.device_classes)
     pools = [p.name for p in spec.gpu_pools if p.uses_dra and p.extended_resource]

@@ -6,8 +6,11 @@ revision of a release as a Secret of type ``helm.sh/release.v1`` named
 ``name=<release>``, ``status=<deployed|superseded|failed|...>`` (helm/helm ``pkg/storage/driver/
 secrets.go``). Its ``release`` key holds the release as JSON, gzip-compressed and base64-encoded by Helm
 (``pkg/storage/driver/util.go`` ``encodeRelease``; ``decodeRelease`` skips decompression without the
-gzip magic), and base64-encoded once more by the API, like every Secret value. Only the chart's
-identity is read from it: ``chart.metadata.name`` and ``.version``.
+gzip magic), and base64-encoded once more by the API, like every Secret value. Read from it: the chart's
+identity (``chart.metadata.name`` and ``.version``), the revision and the values it was installed with
+(``config``). Where several records of one release say ``deployed`` (Helm's own note: concurrent runs
+corrupt its history), the highest revision is the release, as Helm takes it (helm v3.18.6
+``pkg/storage/storage.go:126``).
 
 Anyone who may create Secrets in a namespace can write such a record, so verification trusts one only
 where Helm itself would look for it:
@@ -27,7 +30,7 @@ import binascii
 import gzip
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpucluster import kube
@@ -51,6 +54,9 @@ class Installed:
     chart: str
     version: str
     revision: int
+    #: The values the release was installed with (Helm's ``config``: what the installer passed, not the
+    #: chart's defaults; helm v3.18.6 pkg/release/release.go:31, the version the Kubernetes provider uses).
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 def deployed_in(namespace: str) -> str:
@@ -99,8 +105,10 @@ def decode(secret: dict[str, Any], limit: int = MAX_RELEASE_BYTES) -> Installed:
         raise ValueError(f"{where} claims release {namespace}/{name}: ignored (Helm keeps a release's records in "
                          "its own namespace, under its own name)")
     chart = (release.get("chart") or {}).get("metadata") or {}
+    config = release.get("config")
     return Installed(name=name, namespace=namespace, chart=str(chart.get("name", "")),
-                     version=str(chart.get("version", "")), revision=int(release.get("version") or 0))
+                     version=str(chart.get("version", "")), revision=int(release.get("version") or 0),
+                     config=config if isinstance(config, dict) else {})
 
 
 def encode(release: dict[str, Any]) -> str:

@@ -4,19 +4,24 @@ A NetworkPolicy is only an object: the API server stores it whatever the pod net
 and ``tenant-security`` compares the object. Whether packets are judged by it depends on an enforcer
 on every node. Where gpucluster installs the pod network (flannel with its kube-network-policies
 add-on, ``networkPolicyEnforcement: pod-network``) the row measures that enforcer: flannel's DaemonSet
-carries the add-on's container and is ready on every host of the spec. An enforcer the cluster's
-owner brings (``bring-your-own``) is not known to gpucluster: the row says so and is not measured,
-never passed. Real packets are refused between tenants in the Molecule site scenario
-(molecule/site/tests/test_isolation.py).
+carries the add-on's container and is current and ready on every host of the spec (judged as the
+operators' DaemonSets are). Where flannel's chart is not installed on purpose (the local world,
+``--no-chart-repositories``) the row is not measured, and those runs allow that
+(:mod:`gpucluster.verify.checks`). An enforcer the cluster's owner brings (``bring-your-own``) is not
+known to gpucluster: the row says so and is not measured, never passed, and no run allows it by default
+(``--allow-not-measured network-policy-enforcer`` does). Real packets are refused between tenants in the
+Molecule site scenario (molecule/site/tests/test_isolation.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from gpucluster.render import pod_network
 from gpucluster.spec.model import ClusterSpec
-from gpucluster.verify.model import Result, compare, fail, skip
+from gpucluster.verify.daemonsets import daemonset_row
+from gpucluster.verify.model import Result, fail, skip
 from gpucluster.verify.snapshot import Snapshot
 
 #: The subject of the row when there is no DaemonSet of ours to name.
@@ -55,16 +60,17 @@ def enforcer_checks(spec: ClusterSpec, snap: Snapshot, *, charts_reachable: bool
         return
     template = ds.get("spec", {}).get("template", {}).get("spec", {})
     containers = [str(c.get("name")) for c in template.get("containers") or []]
-    st = ds.get("status") or {}
-    has_addon = pod_network.NETPOL_CONTAINER in containers
-    got = (f"{st.get('desiredNumberScheduled', 0)} scheduled, {st.get('numberReady', 0)} ready, "
-           + (f"with container {pod_network.NETPOL_CONTAINER}" if has_addon
-              else f"containers {', '.join(containers) or '(none)'}"))
-    if not has_addon:
-        reason = ("flannel runs without its NetworkPolicy add-on (the chart's netpol.enabled is off): flanneld "
-                  "enforces no NetworkPolicy, so every tenant can reach every other")
-    elif st.get("desiredNumberScheduled", 0) != hosts:
-        reason = "not scheduled on every host: pods on a node without the enforcer are not isolated"
-    else:
-        reason = "pods not ready: on their nodes nothing may be judging the tenants' traffic"
-    yield compare("network-policy-enforcer", subject, want, got, reason)
+    if pod_network.NETPOL_CONTAINER not in containers:
+        st = ds.get("status") or {}
+        yield fail("network-policy-enforcer", subject, want,
+                   f"{st.get('desiredNumberScheduled', 0)} scheduled, {st.get('numberReady', 0)} ready, "
+                   f"containers {', '.join(containers) or '(none)'}",
+                   "flannel runs without its NetworkPolicy add-on (the chart's netpol.enabled is off): flanneld "
+                   "enforces no NetworkPolicy, so every tenant can reach every other")
+        return
+    # the add-on is there: flannel's DaemonSet is judged as the operators' are (current, on every host, ready)
+    row = daemonset_row(subject, ds, hosts, check="network-policy-enforcer")
+    with_addon = f", with container {pod_network.NETPOL_CONTAINER}"
+    reason = row.reason and (f"{row.reason}: on a node whose enforcer is not running, current and ready, "
+                             "nothing may be judging the tenants' traffic")
+    yield replace(row, expected=row.expected + with_addon, actual=row.actual + with_addon, reason=reason)

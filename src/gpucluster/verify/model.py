@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
+from typing import Any
 
 
 class Verdict(str, Enum):
     passed = "pass"
     failed = "fail"
     #: The check could not be measured (its reason says why). Never a pass: ``verify`` and ``up``
-    #: fail on it unless the run is declared partial.
+    #: fail on it unless its check is allowed to be unmeasured (:mod:`gpucluster.verify.checks`).
     skipped = "not-measured"
 
 
@@ -32,6 +34,12 @@ class Result:
         d["verdict"] = self.verdict.value
         return d
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> Result:
+        """The row :meth:`to_dict` gave (extra keys, such as a report's ``allowed``, are ignored)."""
+        return cls(str(d["check"]), str(d["subject"]), Verdict(d["verdict"]), str(d.get("expected", "")),
+                   str(d.get("actual", "")), str(d.get("reason", "")))
+
 
 def ok(check: str, subject: str, expected: object = "", actual: object = "") -> Result:
     return Result(check, subject, Verdict.passed, _s(expected), _s(actual))
@@ -46,17 +54,24 @@ def skip(check: str, subject: str, reason: str) -> Result:
     return Result(check, subject, Verdict.skipped, reason=reason)
 
 
-def problems(results: list[Result], *, partial: bool) -> str:
+def unallowed(results: Iterable[Result], allowed: Mapping[str, str]) -> list[Result]:
+    """The rows that were not measured and whose check is not in ``allowed``."""
+    return [r for r in results if r.verdict is Verdict.skipped and r.check not in allowed]
+
+
+def problems(results: list[Result], allowed: Mapping[str, str]) -> str:
     """Why a run with ``results`` does not pass ("" when it does).
 
-    Failed rows always count; rows that were not measured count unless the run is ``partial`` (a
-    run that knows part of the cluster cannot be measured, e.g. the local world without charts).
+    Failed rows always count; so does every row that was not measured, unless its check is in
+    ``allowed`` (check id -> who allowed it: :func:`gpucluster.verify.checks.allowed`).
     """
     failed = sum(r.verdict is Verdict.failed for r in results)
-    unmeasured = sum(r.verdict is Verdict.skipped for r in results)
     parts = [f"{failed} check(s) failed"] if failed else []
-    if unmeasured and not partial:
-        parts.append(f"{unmeasured} check(s) not measured (each row says why; --partial accepts them)")
+    left = unallowed(results, allowed)
+    if left:
+        ids = ",".join(sorted({r.check for r in left}))
+        parts.append(f"{len(left)} row(s) not measured ({ids}; each row says why): `--allow-not-measured {ids}` "
+                     "accepts them")
     return "; ".join(parts)
 
 
@@ -64,6 +79,24 @@ def compare(check: str, subject: str, expected: object, actual: object, reason: 
     if expected == actual:
         return ok(check, subject, expected, actual)
     return fail(check, subject, expected, actual, reason)
+
+
+def differences(want: Any, got: Any, path: str = "") -> list[str]:
+    """Where ``got`` differs from ``want``: one ``path: want != got`` line per differing leaf."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        out = []
+        for key in sorted(set(want) | set(got), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in got:
+                out.append(f"{where}: missing")
+            elif key not in want:
+                out.append(f"{where}: unexpected {got[key]!r}")
+            else:
+                out += differences(want[key], got[key], where)
+        return out
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        return [d for i, (w, g) in enumerate(zip(want, got, strict=True)) for d in differences(w, g, f"{path}[{i}]")]
+    return [] if want == got else [f"{path or '(value)'}: {want!r} != {got!r}"]
 
 
 def _s(value: object) -> str:

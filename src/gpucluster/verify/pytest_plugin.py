@@ -21,6 +21,7 @@ from gpucluster.errors import GpuclusterError
 
 _SPEC = pytest.StashKey[Any]()
 _CLUSTER = pytest.StashKey[list]()
+_ALLOWED = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,17 +33,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "else $KUBECONFIG).")
     group.addoption("--gpucluster-context", default=None, help="Kubeconfig context.")
     group.addoption("--gpucluster-metrics-url", action="append", default=[],
-                    help="DCGM exporter (or federate) endpoint for the XID/ECC health checks (repeatable).")
-    group.addoption("--gpucluster-partial", action="store_true", default=False,
-                    help="A partial run: rows that could not be measured are skipped instead of failed.")
+                    help="Also read GPU health from this DCGM exporter or federate endpoint (repeatable).")
+    group.addoption("--gpucluster-allow-not-measured", action="append", default=[], metavar="CHECK[,CHECK...]",
+                    help="Rows of these checks that could not be measured are skipped instead of failed "
+                         "(repeatable; the local inventory adds the local world's fixed list).")
 
 
-def unmeasured(config: pytest.Config, reason: str) -> None:
-    """A row that could not be measured: a failure, or a skip in a --gpucluster-partial run."""
+def allowed(config: pytest.Config) -> dict[str, str]:
+    """Checks whose unmeasured rows are skipped, with who allowed them (as `gpucluster verify` decides)."""
     __tracebackhide__ = True
-    if config.getoption("--gpucluster-partial"):
-        pytest.skip(f"not measured: {reason}")
-    pytest.fail(f"not measured: {reason} (pass --gpucluster-partial to accept unmeasured rows)")
+    if _ALLOWED not in config.stash:
+        from gpucluster import inventory
+        from gpucluster.verify import checks
+
+        problem = ""
+        try:
+            user = checks.parse(config.getoption("--gpucluster-allow-not-measured"),
+                                "--gpucluster-allow-not-measured")
+            spec = spec_of(config)
+            config.stash[_ALLOWED] = checks.allowed(user, local_world=inventory.is_local(spec), spec=spec)
+        except GpuclusterError as err:
+            problem = str(err)
+        if problem:
+            _stop(problem)
+    return config.stash[_ALLOWED]
+
+
+def unmeasured(config: pytest.Config, check: str, reason: str) -> None:
+    """A row of ``check`` that could not be measured: a failure, or a skip when the check is allowed."""
+    __tracebackhide__ = True
+    why = allowed(config).get(check)
+    if why:
+        pytest.skip(f"not measured ({why}): {reason}")
+    pytest.fail(f"not measured: {reason} (--gpucluster-allow-not-measured {check} accepts it)")
 
 
 def _stop(message: str) -> None:
@@ -86,10 +109,10 @@ def cluster_results(config: pytest.Config) -> list:
             # as `gpucluster verify` with its default deadlines: changes in progress are followed first
             followed = watchdog.live_rows(spec, kubeconfig, context, watchdog.DEFAULT_DEADLINE,
                                           upgrades.DEFAULT_DEADLINE)
-            snap = cluster.fetch(spec, kubeconfig, context)
-            config.stash[_CLUSTER] = cluster.rows(spec, snap, tuple(config.getoption("--gpucluster-metrics-url")),
-                                                  charts_reachable=not inventory.is_local(spec),
-                                                  simulated=inventory.is_local(spec)) + followed
+            local = inventory.is_local(spec)
+            snap = cluster.fetch(spec, kubeconfig, context, metrics_urls=config.getoption("--gpucluster-metrics-url"),
+                                 simulated=local)
+            config.stash[_CLUSTER] = cluster.run(spec, snap, charts_reachable=not local, simulated=local) + followed
         except GpuclusterError as err:
             problem = str(err)
         if problem:

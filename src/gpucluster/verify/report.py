@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -25,7 +26,22 @@ def summary_line(c: dict[str, int]) -> str:
     return f"{c['pass']} passed, {c['fail']} failed, {c['not-measured']} not measured"
 
 
-def table(results: list[Result], console: Console, *, only_problems: bool = False) -> None:
+def word(r: Result, allowed: Mapping[str, str]) -> str:
+    """A row's verdict as shown: a row not measured says whether it was allowed to be."""
+    if r.verdict is not Verdict.skipped:
+        return r.verdict.value
+    return "not measured (allowed)" if r.check in allowed else "not measured"
+
+
+def allowance_lines(results: list[Result], allowed: Mapping[str, str]) -> list[str]:
+    """One line per check allowed to be unmeasured: who allowed it and how many of its rows were not measured."""
+    n = Counter(r.check for r in results if r.verdict is Verdict.skipped)
+    return [f"allowed not measured: {check} ({n[check] or 'no'} row{'' if n[check] == 1 else 's'} not measured): "
+            f"{why}" for check, why in sorted(allowed.items())]
+
+
+def table(results: list[Result], console: Console, *, only_problems: bool = False,
+          allowed: Mapping[str, str] | None = None) -> None:
     t = Table(title="gpucluster verify", show_lines=False)
     for col in ("check", "node/object", "expected", "actual", "verdict"):
         t.add_column(col, overflow="fold")
@@ -33,28 +49,40 @@ def table(results: list[Result], console: Console, *, only_problems: bool = Fals
         if only_problems and r.verdict is Verdict.passed:
             continue
         detail = r.actual if not r.reason else f"{r.actual} ({r.reason})" if r.actual else r.reason
-        word = "not measured" if r.verdict is Verdict.skipped else r.verdict.value
-        t.add_row(r.check, r.subject, r.expected, detail, f"[{STYLE[r.verdict]}]{word}[/]")
+        t.add_row(r.check, r.subject, r.expected, detail, f"[{STYLE[r.verdict]}]{word(r, allowed or {})}[/]")
     console.print(t)
     console.print(summary_line(counts(results)))
+    for line in allowance_lines(results, allowed or {}):
+        console.print(line, soft_wrap=True)
 
 
-def to_json(results: list[Result], meta: dict) -> str:
-    return json.dumps({**meta, "summary": counts(results), "results": [r.to_dict() for r in results]},
-                      indent=2, sort_keys=False)
+def to_json(results: list[Result], meta: dict, allowed: Mapping[str, str] | None = None) -> str:
+    """The report: ``meta``, the counts, every row; an unmeasured row that was allowed says who allowed it."""
+    allowed = allowed or {}
+    rows = [r.to_dict() | ({"allowed": allowed[r.check]} if r.verdict is Verdict.skipped and r.check in allowed
+                           else {}) for r in results]
+    return json.dumps({**meta, "summary": counts(results), "allowedNotMeasured": dict(sorted(allowed.items())),
+                       "results": rows}, indent=2, sort_keys=False)
 
 
-def to_junit(results: list[Result], name: str = "gpucluster-verify") -> str:
-    c = counts(results)
-    suite = ET.Element("testsuite", name=name, tests=str(len(results)), failures=str(c["fail"]),
-                       skipped=str(c["not-measured"]), errors="0")
+def to_junit(results: list[Result], name: str = "gpucluster-verify", allowed: Mapping[str, str] | None = None) -> str:
+    """JUnit XML: a failed row is a failure; a row not measured is a failure too unless allowed (then a skip)."""
+    allowed = allowed or {}
+    failures = sum(r.verdict is Verdict.failed or (r.verdict is Verdict.skipped and r.check not in allowed)
+                   for r in results)
+    skipped = sum(r.verdict is Verdict.skipped and r.check in allowed for r in results)
+    suite = ET.Element("testsuite", name=name, tests=str(len(results)), failures=str(failures),
+                       skipped=str(skipped), errors="0")
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=r.check, name=r.subject)
         if r.verdict is Verdict.failed:
             f = ET.SubElement(case, "failure", message=r.reason or "mismatch")
             f.text = f"expected: {r.expected}\nactual: {r.actual}"
+        elif r.verdict is Verdict.skipped and r.check in allowed:
+            ET.SubElement(case, "skipped", message=f"not measured ({allowed[r.check]}): {r.reason}")
         elif r.verdict is Verdict.skipped:
-            ET.SubElement(case, "skipped", message=f"not measured: {r.reason}")
+            f = ET.SubElement(case, "failure", message=f"not measured: {r.reason}")
+            f.text = f"not measured, and {r.check} is not allowed to be (--allow-not-measured {r.check})"
     return ET.tostring(suite, encoding="unicode")
 
 

@@ -3,15 +3,17 @@
 - ``tenant-quota``: the quota's whole ``spec`` (``hard`` compared by value, so ``2Ti`` equals the
   API server's canonical form); a changed, missing or extra key fails.
 - ``tenant-limitrange``: the LimitRange's whole ``spec``.
-- ``tenant-queue``: the Volcano queue's GPU capability.
+- ``tenant-queue``: the Volcano queue's whole ``spec`` (weight, reclaimable, capability, guarantee,
+  deserved, and what the API server defaults: :data:`gpucluster.upstream.VOLCANO_QUEUE_DEFAULTS`).
 - ``tenant-security``: the namespace's Pod Security labels, the NetworkPolicy's whole ``spec``, and
   no other NetworkPolicy in the namespace (policies add up, so any other one can only allow more).
 - ``tenant-admission``: every tenant admission policy and its binding exactly as rendered, and per
   tenant the allowances its Namespace carries (what the policies read).
 - ``tenant-rbac``: one SubjectAccessReview per question, per group the spec binds: each gets what its
-  Role grants, and none may write what bounds a tenant (:data:`PROTECTED_NAMESPACED`,
-  :data:`PROTECTED_CLUSTER`), however the grant came about (an extra RoleBinding, a ClusterRoleBinding
-  to ``cluster-admin``, a grant to ``system:authenticated``).
+  Role grants, and none may write (``deletecollection`` included) what bounds a tenant
+  (:data:`PROTECTED_NAMESPACED`, :data:`PROTECTED_CLUSTER`) or act in another namespace
+  (:data:`ELSEWHERE`: the other tenants', the operators', ``kube-system``), however the grant came about
+  (an extra RoleBinding, a ClusterRoleBinding to ``cluster-admin``, a grant to ``system:authenticated``).
 
 The rendered objects come from the render core; whether the live objects *do* what they say is
 proven on a real API server by tests/integration/test_tenant_escape.py.
@@ -24,11 +26,12 @@ from typing import Any
 
 from gpucluster import labels as L
 from gpucluster.quantity import parse_quantity
-from gpucluster.render import tenant_admission
+from gpucluster.render import tenant_admission, volcano
 from gpucluster.render import tenants as render
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec, Tenant
-from gpucluster.verify.model import Result, compare, fail, ok, skip
+from gpucluster.upstream import VOLCANO_QUEUE_DEFAULTS
+from gpucluster.verify.model import Result, differences, fail, ok, skip
 from gpucluster.verify.snapshot import AccessQuestion, Snapshot
 
 #: Writes no tenant group may be granted in its namespace: the objects that bound it, the scheduler's
@@ -47,7 +50,13 @@ PROTECTED_CLUSTER = [
     ("resource.k8s.io", "resourceslices"), ("node.k8s.io", "runtimeclasses"), ("", "nodes"),
     ("scheduling.volcano.sh", "queues"),
 ]
-WRITES = ("create", "update", "patch", "delete")
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+#: What no tenant group may do in any namespace but its own (another tenant's, an operator's,
+#: kube-system): run or enter pods, read credentials, change configuration, grant roles, claim devices.
+ELSEWHERE = [("get", "", "pods"), ("create", "", "pods"), ("create", "", "pods/exec"), ("delete", "", "pods"),
+             ("deletecollection", "", "pods"), ("get", "", "secrets"), ("list", "", "secrets"),
+             ("update", "", "configmaps"), ("create", "rbac.authorization.k8s.io", "rolebindings"),
+             ("create", "resource.k8s.io", "resourceclaims")]
 #: Verbs that lift a user above their own rights.
 ESCALATIONS = [("impersonate", "", "users"), ("impersonate", "", "groups"), ("impersonate", "", "serviceaccounts"),
                ("escalate", "rbac.authorization.k8s.io", "clusterroles"),
@@ -55,24 +64,6 @@ ESCALATIONS = [("impersonate", "", "users"), ("impersonate", "", "groups"), ("im
 #: Pod Security labels a tenant namespace carries.
 PSA_LABELS = (L.POD_SECURITY_ENFORCE, L.POD_SECURITY_ENFORCE_VERSION, L.POD_SECURITY_AUDIT, L.POD_SECURITY_WARN)
 ALLOWANCES = (L.ALLOWED_DEVICE_CLASSES, L.ALLOWED_PRIORITY_CLASSES, L.VOLCANO_QUEUE_NAME)
-
-
-def differences(want: Any, got: Any, path: str = "") -> list[str]:
-    """Where ``got`` differs from ``want``: one ``path: want != got`` line per differing leaf."""
-    if isinstance(want, dict) and isinstance(got, dict):
-        out = []
-        for key in sorted(set(want) | set(got), key=str):
-            where = f"{path}.{key}" if path else str(key)
-            if key not in got:
-                out.append(f"{where}: missing")
-            elif key not in want:
-                out.append(f"{where}: unexpected {got[key]!r}")
-            else:
-                out += differences(want[key], got[key], where)
-        return out
-    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
-        return [d for i, (w, g) in enumerate(zip(want, got, strict=True)) for d in differences(w, g, f"{path}[{i}]")]
-    return [] if want == got else [f"{path or '(value)'}: {want!r} != {got!r}"]
 
 
 def _values(resources: dict) -> dict:
@@ -83,6 +74,17 @@ def _values(resources: dict) -> dict:
             out[key] = parse_quantity(str(value))
         except ValueError:
             out[key] = value
+    return out
+
+
+def _queue_spec(spec: dict) -> dict:
+    """A Queue's spec with its resource lists by value (``capability``, ``deserved``, ``guarantee.resource``)."""
+    out = dict(spec)
+    for key in ("capability", "deserved"):
+        if isinstance(out.get(key), dict):
+            out[key] = _values(out[key])
+    if isinstance(out.get("guarantee"), dict) and isinstance(out["guarantee"].get("resource"), dict):
+        out["guarantee"] = {**out["guarantee"], "resource": _values(out["guarantee"]["resource"])}
     return out
 
 
@@ -120,10 +122,11 @@ def tenant_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
         if snap.queues is None:
             yield skip("tenant-queue", subject, "Volcano's Queue CRD is not installed")
             continue
-        queue = queues.get(t.name)
-        cap = (queue or {}).get("spec", {}).get("capability", {}).get("nvidia.com/gpu")
-        yield compare("tenant-queue", subject, f"queue capability {queue_capability(t)} GPUs",
-                      f"queue capability {cap} GPUs" if queue else "missing")
+        want_q = volcano.queue(t)
+        live = queues.get(t.name)
+        yield _row("tenant-queue", subject, f"Queue {t.name} spec (weight {want_q['spec']['weight']}, "
+                   f"{queue_capability(t)} GPUs)", _queue_spec({**VOLCANO_QUEUE_DEFAULTS, **want_q["spec"]}),
+                   None if live is None else _queue_spec({"parent": "root", **(live.get("spec") or {})}))
 
 
 def security_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
@@ -192,10 +195,29 @@ def _grants(rules: list[dict]) -> set[tuple[str, str, str]]:
     return out
 
 
+def other_namespaces(spec: ClusterSpec, t: Tenant, operators: list[str] | None = None) -> list[str]:
+    """Namespaces a tenant's groups must not act in: the other tenants', the operators' (every release's and
+    monitoring's: ``operators`` when already known) and ``kube-system``."""
+    names = {o.ns for o in spec.tenants} | set(operator_namespaces(spec) if operators is None else operators)
+    return sorted(names - {t.ns})
+
+
+def operator_namespaces(spec: ClusterSpec) -> list[str]:
+    """Where the operators run: every release's namespace, monitoring's, and ``kube-system``."""
+    from gpucluster.render import releases
+
+    names = {rel.namespace for rel in releases(spec)} | {"kube-system"}
+    if spec.monitoring.enabled:
+        names.add(spec.monitoring.namespace)
+    return sorted(names)
+
+
 def expected_access(spec: ClusterSpec) -> dict[AccessQuestion, bool]:
     """Every question ``tenant-rbac`` asks, with the answer the spec wants."""
     out: dict[AccessQuestion, bool] = {}
+    operators = operator_namespaces(spec) if spec.tenants else []
     for t in spec.tenants:
+        elsewhere = other_namespaces(spec, t, operators)
         for role, groups in (("tenant-admin", t.admins), ("tenant-user", t.users)):
             for group in groups:
                 for verb, api, res in _grants(render.ROLES[role]):
@@ -207,6 +229,8 @@ def expected_access(spec: ClusterSpec) -> dict[AccessQuestion, bool]:
                 out.update({AccessQuestion(group, v, "", "namespaces", name=t.ns): False
                             for v in ("update", "patch", "delete")})
                 out.update({AccessQuestion(group, v, api, res): False for v, api, res in ESCALATIONS})
+                out.update({AccessQuestion(group, v, api, res, ns): False for ns in elsewhere
+                            for v, api, res in ELSEWHERE})
     return out
 
 

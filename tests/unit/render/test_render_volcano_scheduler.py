@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpucluster.addons import volcano as local_volcano
-from gpucluster.render import render, tenants, volcano
+from gpucluster.render import render, tenants, volcano, volcano_chart
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
@@ -31,11 +31,14 @@ def _plugins(conf: dict) -> list[str]:
 
 def test_chart_values_use_the_charts_keys(local: ClusterSpec) -> None:
     vals = volcano.values(local)
-    # the chart puts custom.scheduler_config_override verbatim into volcano-scheduler.conf and
-    # custom.scheduler_feature_gates into --feature-gates; nothing else is overridden
+    # the chart puts custom.scheduler_config_override verbatim into volcano-scheduler.conf,
+    # custom.scheduler_feature_gates into --feature-gates and custom.enabled_admissions into the webhook
+    # manager's --enabled-admission and its webhook configurations; nothing else is overridden
     assert set(vals) == {"custom"}
-    assert set(vals["custom"]) == {"scheduler_config_override", "scheduler_feature_gates"}
-    assert vals["custom"]["scheduler_feature_gates"] == "DynamicResourceAllocation=true"
+    assert set(vals["custom"]) == {"scheduler_config_override", "scheduler_feature_gates", "enabled_admissions"}
+    # the local inventory has DRA pools (quarantine, extended resource) and no dynamic-MIG pool
+    assert vals["custom"]["scheduler_feature_gates"] == \
+        "DynamicResourceAllocation=true,DRADeviceTaints=true,DRAExtendedResource=true"
     conf = yaml.safe_load(vals["custom"]["scheduler_config_override"])
     assert conf == volcano.scheduler_conf(local)
     rel = next(r for r in render(local).releases if r.name == "volcano")
@@ -117,22 +120,57 @@ def test_volcano_disabled_keeps_priorities_only(local: ClusterSpec) -> None:
     assert all(r.name != "volcano" for r in render(off).releases)
 
 
-def test_local_world_args_are_loopback_without_leader_election(tmp_path: Path, local: ClusterSpec) -> None:
-    class FakeWorld:  # only the attributes _args reads
-        kubeconfig = tmp_path / "kubeconfig"
-        dir = tmp_path
+def test_enabled_admissions_add_podgroup_mutate_to_the_charts_list(local: ClusterSpec) -> None:
+    """Tenant routing needs Volcano's PodGroup mutating webhook, which the chart's default list lacks."""
+    got = volcano.values(local)["custom"]["enabled_admissions"].split(",")
+    chart = volcano_chart.ENABLED_ADMISSIONS.split(",")
+    assert "/podgroups/mutate" not in chart
+    assert got == [*chart, "/podgroups/mutate"]
+    confs = volcano_chart.webhook_configurations(volcano.values(local), volcano_chart.Release("volcano", "v"),
+                                                 "1.15.1")
+    assert "volcano-admission-service-podgroups-mutate" in {c["metadata"]["name"] for c in confs}
 
-    ports = {"vc-scheduler": 1, "vc-controller-manager": 2, "vc-scheduler-metrics": 3,
-             "vc-controller-manager-metrics": 4}
-    conf = tmp_path / "volcano" / "scheduler.conf"
-    sched = local_volcano._args("vc-scheduler", FakeWorld(), conf, ports, volcano.feature_gates(local))
-    cm = local_volcano._args("vc-controller-manager", FakeWorld(), conf, ports, "")
-    for args in (sched, cm):
-        assert "--leader-elect=false" in args
-        addrs = [a.split("=", 1)[1] for a in args if a.startswith(("--healthz-address", "--listen-address"))]
-        assert len(addrs) == 2 and all(a.startswith("127.0.0.1:") for a in addrs)
-    assert f"--scheduler-conf={conf}" in sched and "--feature-gates=DynamicResourceAllocation=true" in sched
-    assert "--controllers=job-controller,pg-controller,queue-controller,gc-controller" in cm
+
+def test_dynamic_mig_pools_turn_volcanos_partitionable_devices_gate_on(test_spec: ClusterSpec) -> None:
+    gates = volcano.feature_gates(test_spec).split(",")
+    assert gates[0] == "DynamicResourceAllocation=true"
+    assert "DRAPartitionableDevices=true" not in gates  # tests/data/volcano has no dynamic-MIG pool
+    dyn = load_spec(REPO / "tests" / "data" / "dra")
+    assert any(p.uses_dra and p.sharing.mode.value == "dynamic-mig" for p in dyn.gpu_pools)
+    assert "DRAPartitionableDevices=true" in volcano.feature_gates(dyn).split(",")
+    # beta and on in Volcano's libraries already: not passed
+    assert not any(g.startswith("DRAPrioritizedList") for g in volcano.feature_gates(dyn).split(","))
+
+
+def test_device_taints_need_volcanos_view_of_taint_rules_served(local: ClusterSpec) -> None:
+    from gpucluster.spec.validate.kubernetes import api_runtime_config
+
+    assert "DRADeviceTaints=true" in volcano.feature_gates(local)
+    assert "resource.k8s.io/v1alpha3/devicetaintrules=true" in api_runtime_config(local)
+    off = local.model_copy(deep=True)
+    off.scheduling.volcano.enabled = False
+    assert not any("v1alpha3" in r for r in api_runtime_config(off))
+
+
+def test_local_world_args_are_the_charts_with_local_places(tmp_path: Path, local: ClusterSpec) -> None:
+    args = local_volcano.chart_args(local)
+    rel = local_volcano.release(local)
+    assert args[local_volcano.SCHEDULER] == volcano_chart.scheduler_args(volcano.values(local), rel, "1.14.1")
+    sched = local_volcano.localize(local_volcano.SCHEDULER, args[local_volcano.SCHEDULER],
+                                   {"--scheduler-conf": "/x/scheduler.conf", "--healthz-address": "127.0.0.1:1",
+                                    "--listen-address": "127.0.0.1:2"})
+    assert "--scheduler-conf=/x/scheduler.conf" in sched and sched[-1] == "2>&1"
+    assert not any(a.startswith("--scheduler-conf=/volcano.scheduler") for a in sched)
+    assert "--leader-elect=false" in sched
+    assert "--feature-gates=DynamicResourceAllocation=true,DRADeviceTaints=true,DRAExtendedResource=true" in sched
+    with pytest.raises(ValueError, match="not local settings"):
+        local_volcano.localize(local_volcano.SCHEDULER, args[local_volcano.SCHEDULER], {"--feature-gates": "x"})
+    # the chart's configurations, each calling the loopback port instead of the Service
+    hooks = local_volcano.webhook_configurations(local, volcano.values(local), 4443)
+    paths = volcano.values(local)["custom"]["enabled_admissions"].split(",")
+    assert all(set(h["clientConfig"]) == {"url"} for c in hooks for h in c["webhooks"])
+    assert sorted(h["clientConfig"]["url"] for c in hooks for h in c["webhooks"]) == sorted(
+        f"https://127.0.0.1:4443{p}" for p in paths)
 
 
 def test_crd_packages_cover_the_required_crds() -> None:

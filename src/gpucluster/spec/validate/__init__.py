@@ -14,6 +14,7 @@ from gpucluster.errors import Problem
 from gpucluster.spec import dra_fit
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.spec.validate import (
+    charts,
     cost,
     dra,
     gpu_operator,
@@ -40,6 +41,7 @@ def validate(spec: ClusterSpec) -> list[Problem]:
     tenants.check(spec, c, capacity_known=pools_ok)
     cost.check(spec, c)
     monitoring.check(spec, c)
+    charts.check(spec, c)
     if pools_ok and not any(p.severity == "error" and p.path.startswith(("dra.", "tenants")) for p in c.problems):
         c.problems += dra_fit.problems(spec)
     return c.problems

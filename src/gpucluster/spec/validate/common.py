@@ -36,3 +36,21 @@ def close(word: str, options: Iterable[str]) -> str:
     if match:
         return f"did you mean {match[0]!r}?"
     return f"one of: {', '.join(sorted(options))}" if options else ""
+
+
+def model_hint(word: str, models: Iterable[str]) -> str:
+    """A hint for an unknown GPU model: the catalog's models that start with what was written.
+
+    GPU names are families with suffixes (``H100`` → ``H100-SXM5-80GB``, ``H100-NVL-94GB``), so a prefix
+    says more than an edit distance (which pairs ``H100`` with ``GH200``). Without a prefix match, the
+    models of the same family (the part before the first ``-``), then the closest spelling.
+    """
+    models = list(models)
+    typed = "-".join(word.upper().split())
+    for stem in (typed, typed.split("-", 1)[0]):
+        hits = [m for m in models if stem and m.upper().startswith(stem)]
+        if len(hits) == 1:
+            return f"did you mean {hits[0]!r}?"
+        if hits:
+            return f"did you mean one of {', '.join(repr(m) for m in sorted(hits))}? `gpucluster catalog` lists all"
+    return close(word, models)

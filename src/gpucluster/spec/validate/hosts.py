@@ -1,4 +1,5 @@
-"""``hosts``: every host is its own machine, outside the cluster's pod and Service ranges."""
+"""``hosts``: every host is its own machine, outside the cluster's pod and Service ranges, and so is the API's
+address."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def check(spec: ClusterSpec, c: Collector) -> None:
             ranges[key] = ipaddress.ip_network(cidr, strict=True)
         except ValueError:
             pass  # reported by kubernetes.check
+    _endpoint_outside(spec, ranges, c)
     seen: dict[tuple[str, str, str], int] = {}
     for i, host in enumerate(spec.hosts):
         plugin = connection_plugin(host.ansible_vars)
@@ -56,3 +58,23 @@ def check(spec: ClusterSpec, c: Collector) -> None:
                     "would count it twice", "give every host its own address")
         else:
             seen[place] = i
+
+
+def _endpoint_outside(spec: ClusterSpec, ranges: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network],
+                      c: Collector) -> None:
+    """The API's address (``kubernetes.controlPlaneEndpoint``, an IP) lies outside the pod and Service ranges:
+    inside them, every node would route the API's traffic into the cluster network."""
+    endpoint = spec.kubernetes.control_plane_endpoint
+    if not endpoint:
+        return
+    host = endpoint[1:].partition("]")[0] if endpoint.startswith("[") else \
+        endpoint.rpartition(":")[0] if endpoint.count(":") == 1 else endpoint
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return  # a DNS name: resolved only where it is used
+    for key, net in ranges.items():
+        if addr.version == net.version and addr in net:
+            c.error("kubernetes.controlPlaneEndpoint", f"{addr} lies inside {key} {net}: every node would route "
+                    "the API's traffic into the cluster network", f"give {key} a range the API's address is not in, "
+                    "or correct the endpoint")

@@ -49,8 +49,13 @@ def component_feature_gates(spec: ClusterSpec) -> dict[str, bool]:
 
 
 def api_runtime_config(spec: ClusterSpec) -> list[str]:
-    """The API versions the API server must serve for the spec's DRA features (``--runtime-config``)."""
-    return features.runtime_config(spec.kubernetes.minor[1], used_features(spec))
+    """The API versions the API server must serve for the spec's DRA features (``--runtime-config``),
+    Volcano's view of DeviceTaintRules included when Volcano schedules with device taints on."""
+    used = used_features(spec)
+    out = features.runtime_config(spec.kubernetes.minor[1], used)
+    if spec.scheduling.volcano.enabled and "DRADeviceTaints" in features.volcano_gates(used):
+        out = sorted({*out, f"{features.VOLCANO_TAINT_RULES_API}=true"})
+    return out
 
 
 def used_features(spec: ClusterSpec) -> list[str]:

@@ -6,7 +6,7 @@ from gpucluster import catalog
 from gpucluster.catalog import GpuModel
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
-from gpucluster.spec.validate.common import Collector, close
+from gpucluster.spec.validate.common import Collector, close, model_hint
 from gpucluster.upstream import MIG_TOGGLE_ARCHITECTURES, SHARED_MODES
 
 
@@ -43,7 +43,7 @@ def check(spec: ClusterSpec, c: Collector) -> bool:
             continue
         model = cat.get(pool.gpu.model)
         if model is None:
-            c.error(f"{base}.gpu.model", f"unknown GPU model {pool.gpu.model!r}", close(pool.gpu.model, cat))
+            c.error(f"{base}.gpu.model", f"unknown GPU model {pool.gpu.model!r}", model_hint(pool.gpu.model, cat))
             continue
         if pool.dra and pool.device_plugin:
             c.error(f"{base}.devicePlugin", "pool is served by both the DRA driver and the device plugin",

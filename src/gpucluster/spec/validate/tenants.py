@@ -48,6 +48,8 @@ def check(spec: ClusterSpec, c: Collector, capacity_known: bool) -> None:
         classes.add(DRA_EXTENDED_CLASS)
     templates = {t.name: t for t in spec.dra.claim_templates}
     reserved = reserved_namespaces(spec)
+    offered = capacity.offered_resources(spec) if capacity_known else None  # unknown models: no offer to judge
+    _queues_need_volcano(spec, c)
     for i, t in enumerate(spec.tenants):
         base = f"tenants[{i}]"
         if t.ns in reserved:
@@ -62,7 +64,7 @@ def check(spec: ClusterSpec, c: Collector, capacity_known: bool) -> None:
         for name in t.quota.device_classes:
             if name not in classes:
                 c.error(f"{base}.quota.deviceClasses.{name}", f"unknown DeviceClass {name!r}", close(name, classes))
-        _extended(c, f"{base}.quota.extended", t.quota.extended)
+        _extended(c, f"{base}.quota.extended", t.quota.extended, offered)
         for j, name in enumerate(t.claim_templates):
             if name not in templates:
                 c.error(f"{base}.claimTemplates[{j}]", f"unknown claim template {name!r}", close(name, templates))
@@ -108,8 +110,14 @@ def check(spec: ClusterSpec, c: Collector, capacity_known: bool) -> None:
                "fine for borrowing, but queues cannot all reach their capability at once")
 
 
-def _extended(c: Collector, path: str, extended: dict[str, int]) -> None:
-    """quota.extended keys are resource names as pods request them; the GPU and DRA ones have own fields."""
+#: Extended-resource domains whose every resource comes from this spec's pools (the device plugin's
+#: GPUs, MIG instances and shared GPUs; the RDMA shared device plugin's resources).
+SPEC_DOMAINS = ("nvidia.com/", "rdma/")
+
+
+def _extended(c: Collector, path: str, extended: dict[str, int], offered: list[str] | None) -> None:
+    """quota.extended keys are resource names as pods request them, of resources something offers; the GPU
+    and DRA ones have own fields."""
     for name in extended:
         where = f"{path}.{name}"
         if name.startswith(("requests.", "limits.")):
@@ -123,3 +131,37 @@ def _extended(c: Collector, path: str, extended: dict[str, int]) -> None:
         elif "/" not in name:
             c.error(where, f"{name!r} is not an extended resource name (domain/name)",
                     "e.g. nvidia.com/mig-1g.10gb or rdma/rdma_shared_device_a; cpu and memory have own fields")
+        elif offered is not None and name not in offered:
+            offers = f"the pools offer {', '.join(offered)}" if offered else \
+                "the pools offer no extended resource besides nvidia.com/gpu"
+            near = close(name, offered) if offered else ""
+            if name.startswith(SPEC_DOMAINS):
+                why = _why_not_offered(name)
+                c.error(where, f"no node pool offers {name}{why}: the quota would allow what no node has",
+                        f"{near + '; ' if near.startswith('did') else ''}{offers}; correct the name or remove it")
+            else:
+                c.warn(where, f"no node pool of this spec offers {name}", f"{offers}; the quota matters only if "
+                       "something outside the spec advertises it (another device plugin)")
+
+
+def _why_not_offered(name: str) -> str:
+    """Why the pools offer no such resource, where the name says which setting would."""
+    if name.startswith("nvidia.com/mig-"):
+        return (" (MIG instances are their own resources only with gpuOperator.migStrategy: mixed, on "
+                "device-plugin pools of MIG-capable models)")
+    if name == "nvidia.com/gpu.shared":
+        return " (only time-slicing or MPS pools with sharing.renameByDefault: true offer it)"
+    if name.startswith("rdma/"):
+        return " (RDMA resources are nodePools[].rdma.resourceName and networking.secondaryNetworks[].resourceName)"
+    return ""
+
+
+def _queues_need_volcano(spec: ClusterSpec, c: Collector) -> None:
+    """Queue settings make Volcano queues; with Volcano off nothing reads them."""
+    if spec.scheduling.volcano.enabled:
+        return
+    for i, t in enumerate(spec.tenants):
+        if "queue" in t.model_fields_set:
+            c.error(f"tenants[{i}].queue", "queue settings with scheduling.volcano.enabled: false: the queues "
+                    "are Volcano's, and nothing would create or read them",
+                    "remove the queue settings, or set scheduling.volcano.enabled: true")

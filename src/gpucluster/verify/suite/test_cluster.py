@@ -17,7 +17,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def test_cluster(row: Result, pytestconfig: pytest.Config) -> None:
     if row.verdict is Verdict.skipped:
-        unmeasured(pytestconfig, row.reason)
+        unmeasured(pytestconfig, row.check, row.reason)
     assert row.verdict is Verdict.passed, (
         f"{row.check} {row.subject}: expected {row.expected}, actual {row.actual}"
         + (f" ({row.reason})" if row.reason else ""))

@@ -40,4 +40,4 @@ def test_host(host: Any, gpucluster_spec: Any, check: str, pytestconfig: pytest.
     failed = [r for r in rows if r.verdict is Verdict.failed]
     assert not failed, "; ".join(f"{r.subject}: expected {r.expected}, actual {r.actual}" for r in failed)
     if any(r.verdict is Verdict.skipped for r in rows):
-        unmeasured(pytestconfig, "; ".join(sorted({r.reason for r in rows if r.verdict is Verdict.skipped})))
+        unmeasured(pytestconfig, check, "; ".join(sorted({r.reason for r in rows if r.verdict is Verdict.skipped})))

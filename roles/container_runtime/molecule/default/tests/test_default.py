@@ -1,4 +1,9 @@
-"""container_runtime outcome: containerd running with our drop-in merged into its live config."""
+"""container_runtime outcome: containerd running with our drop-in merged into its live config.
+
+converge.yml runs the role with max_container_log_line_size 16384, then the real `nvidia-ctk runtime
+configure` (which copies the whole CRI section into its own 99-nvidia.toml), then the role with 32768:
+containerd must run with 32768 and with the toolkit's own NVIDIA runtime.
+"""
 
 import tomllib
 
@@ -34,13 +39,22 @@ def test_systemd_cgroup(live_config):
 
 def test_nvidia_runtime_registered(live_config):
     runtimes = cri(live_config)["containerd"]["runtimes"]
-    assert runtimes["nvidia"]["options"]["BinaryName"] == "/usr/local/bin/nvidia-container-runtime-standin"
+    # The toolkit's drop-in loads after ours and names its own runtime binary: the re-merge keeps it.
+    assert runtimes["nvidia"]["options"]["BinaryName"] == "/usr/local/nvidia/toolkit/nvidia-container-runtime"
     assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
     assert cri(live_config)["containerd"]["default_runtime_name"] == "runc"
 
 
 def test_sandbox_image(live_config):
     assert cri(live_config)["sandbox_image"] == "registry.k8s.io/pause:3.10.2"
+
+
+def test_a_cri_setting_changed_after_the_toolkit_reaches_containerd(host, live_config):
+    # The toolkit froze the first value in its copy of the CRI section (the fault without the re-merge) ...
+    as_written = tomllib.loads(host.file("/root/99-nvidia.as-written.toml").content_string)
+    assert cri(as_written)["max_container_log_line_size"] == 16384
+    # ... and the running containerd has the value the role set afterwards.
+    assert cri(live_config)["max_container_log_line_size"] == 32768
 
 
 def test_cri_socket_serves(host):
