@@ -108,24 +108,9 @@ def write_readme(record: dict, readme: Path | None = None) -> bool:
     return False
 
 
-#: The tests that read the record itself: with no warm run recorded yet they cannot pass, so the first
-#: run ever recorded may fail these (and only these); every later run must pass them.
-RECORD_TESTS = "tests/unit/test_ci_budget.py::"
-
-
-def first_run_failing_only_on_the_record(record: dict, run: dict) -> bool:
-    """True for the bootstrap case: nothing recorded yet, and the run's only failures read the record."""
-    failed = run.get("failed_tests") or []
-    return (not [r for r in record["runs"] if r.get("kind") == "warm"] and bool(failed)
-            and all(t.startswith(RECORD_TESTS) for t in failed))
-
-
 def record_run(report: Path) -> None:
     run = json.loads(report.read_text())
-    if run.get("whole_suite") and run.get("exit_status") != 0 and first_run_failing_only_on_the_record(load(), run):
-        run["bootstrap"] = True
-        print(f"first record: the run failed only {len(run['failed_tests'])} test(s) that read the empty record")
-    elif not run.get("whole_suite") or run.get("exit_status") != 0:
+    if not run.get("whole_suite") or run.get("exit_status") != 0:
         sys.exit(f"error: {report} is not a passing run of the whole suite (whole_suite={run.get('whole_suite')}, "
                  f"exit_status={run.get('exit_status')}); only such runs are recorded")
     if run.get("setup_s") is None:

@@ -385,7 +385,7 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
         engine = Engine(state, spec.metadata.name)
         engine.setup()
         # Before the first create: nothing the stacks would create may exist unless it is ours or adopted.
-        owns = guard(engine, plans, facts, kubeconfig, context, adopt)
+        owns = guard(engine, plans, facts, kubeconfig, context, adopt, record=not dry_run)
         report.ownership = owns.as_dict()
         say(owns.summary())
     programs = _programs(plans, kubeconfig, context)
@@ -400,6 +400,7 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
                 programs = _programs(plans, kubeconfig, context)
     report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
     if not dry_run:
+        _settle_journal(engine)
         # Objects whose kind is still not served were not applied: the run is not done (exit 1).
         report.left_out = [f"{s.stack}: {s.what}" for s in _unserved(plans)]
         with run.phase("readiness"):
@@ -439,21 +440,42 @@ CRD_WAIT_S = 120.0
 
 
 def guard(engine: Any, plans: dict[str, Any], facts: Any, kubeconfig: Path | None, context: str | None,
-          adopt: Sequence[str], *, applied: bool = False) -> Any:
+          adopt: Sequence[str], *, applied: bool = False, record: bool = True) -> Any:
     """The ownership check of :mod:`gpucluster.pulumi.ownership` against both stacks' state; sets what each
-    stack plan imports and retains. Raises ObjectsNotOurs (exit 2) for an object that exists and is not ours."""
+    stack plan imports and retains. Raises ObjectsNotOurs (exit 2) for an object that exists and is not ours.
+
+    ``record`` (every run but a dry run): what the stacks are about to create goes to the creates journal
+    before the engine runs, so that a create an interrupt leaves unrecorded is still known as ours; entries
+    the stack state now records leave it."""
     from gpucluster.pulumi import ownership
-    from gpucluster.pulumi.cluster import existing
+    from gpucluster.pulumi.cluster import applied_by_provider, existing
 
     owned: dict[Any, bool] = {}
+    recorded: set[Any] = set()  # created and recorded, not only left pending
     for name in plans:
         for ref, retained in ownership.in_state(engine.state_resources(name)).items():
             owned[ref] = owned.get(ref, False) or retained
+        recorded |= set(ownership.in_state(engine.state_resources(name, pending=False)))
+    journal = ownership.read_journal(engine.journal)
     result = ownership.check(plans, owned, lambda refs: existing(kubeconfig, refs, facts.resources, context),
-                             adopt, environment=engine.environment, applied=applied)
+                             adopt, environment=engine.environment, applied=applied, journal=journal,
+                             confirm=lambda refs: applied_by_provider(kubeconfig, refs, facts.resources, context))
+    if record:
+        # A create left pending is cleared and applied again by this run: it stays in the journal until recorded.
+        ownership.write_journal(engine.journal, (journal | set(result.creates) | set(owned)) - recorded)
     for name, p in plans.items():
         p.adopt = result.adopt.get(name, {})
     return result
+
+
+def _settle_journal(engine: Any) -> None:
+    """After both stacks applied: what their state now records leaves the creates journal (the file goes
+    when nothing is left, as after every run that ends well)."""
+    from gpucluster.pulumi import ownership
+
+    recorded = {ref for name in ("platform", "tenants")
+                for ref in ownership.in_state(engine.state_resources(name, pending=False))}
+    ownership.write_journal(engine.journal, ownership.read_journal(engine.journal) - recorded)
 
 
 def _second_pass(report: Report, say: Callable[[str], None], engine: Any, rendered: Any, plans: dict[str, Any],

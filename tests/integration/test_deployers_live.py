@@ -67,6 +67,21 @@ def apply(world: Cluster, *args: str, dry_run: bool = False):
     return world.run("apply", "--server-side", "--field-manager=gpucluster-test", "--validate=strict", *extra, *args)
 
 
+def refused_and_twin_accepted(world, tmp_path, doc, break_it, refusal):
+    """``doc`` renamed to a twin applies (server dry run); broken by ``break_it``, the API server refuses
+    it with ``refusal``."""
+    doc["metadata"]["name"] += "-twin"
+    intact = tmp_path / "intact.yaml"
+    intact.write_text(yaml.safe_dump(doc))
+    done = apply(world, "-f", str(intact), dry_run=True)
+    assert done.returncode == 0, done.stderr
+    break_it(doc)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump(doc))
+    done = apply(world, "-f", str(broken), dry_run=True)
+    assert done.returncode != 0 and refusal in done.stderr, done.stderr
+
+
 def test_the_flux_bundle_is_accepted_by_fluxs_schemas_through_its_kustomize_builds(world, bundles):
     flux = bundles["flux"] / "flux"
     done = apply(world, "-k", str(flux))
@@ -109,16 +124,7 @@ def test_the_flux_bundle_is_accepted_by_fluxs_schemas_through_its_kustomize_buil
 def test_a_broken_flux_object_is_refused_and_its_intact_twin_accepted(world, bundles, tmp_path, file, break_it,
                                                                      refusal):
     doc = yaml.safe_load((bundles["flux"] / "flux" / file).read_text())
-    doc["metadata"]["name"] += "-twin"
-    intact = tmp_path / "intact.yaml"
-    intact.write_text(yaml.safe_dump(doc))
-    done = apply(world, "-f", str(intact), dry_run=True)
-    assert done.returncode == 0, done.stderr
-    break_it(doc)
-    broken = tmp_path / "broken.yaml"
-    broken.write_text(yaml.safe_dump(doc))
-    done = apply(world, "-f", str(broken), dry_run=True)
-    assert done.returncode != 0 and refusal in done.stderr, done.stderr
+    refused_and_twin_accepted(world, tmp_path, doc, break_it, refusal)
 
 
 def test_the_argocd_bundle_is_accepted_by_argocds_application_schema(world, bundles):
@@ -149,16 +155,7 @@ def test_the_argocd_bundle_is_accepted_by_argocds_application_schema(world, bund
 def test_a_broken_application_is_refused_and_its_intact_twin_accepted(world, bundles, tmp_path, break_it, refusal):
     doc = yaml.safe_load((bundles["argocd"] / "argocd" / "application-argocd-gpucluster-release-volcano.yaml")
                          .read_text())
-    doc["metadata"]["name"] += "-twin"
-    intact = tmp_path / "intact.yaml"
-    intact.write_text(yaml.safe_dump(doc))
-    done = apply(world, "-f", str(intact), dry_run=True)
-    assert done.returncode == 0, done.stderr
-    break_it(doc)
-    broken = tmp_path / "broken.yaml"
-    broken.write_text(yaml.safe_dump(doc))
-    done = apply(world, "-f", str(broken), dry_run=True)
-    assert done.returncode != 0 and refusal in done.stderr, done.stderr
+    refused_and_twin_accepted(world, tmp_path, doc, break_it, refusal)
 
 
 def test_the_helm_free_parts_still_apply_with_kubectl_apply_k(world, bundles):

@@ -26,9 +26,15 @@ REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / "inventories" / "local"
 
 
+def _default_sigint() -> None:
+    # A suite started in the background of a non-interactive shell inherits SIGINT ignored, and Python
+    # installs no KeyboardInterrupt handler for an ignored SIGINT: give `up` the terminal's default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def gpucluster(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "gpucluster", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint, **kw)
 
 
 def children_named(pid: int, name: str) -> list[int]:
@@ -94,6 +100,10 @@ def test_a_second_up_on_the_same_state_names_the_first(world_dir: Path) -> None:
         lock = world_dir / "pulumi" / ".lock"
         wait_for("the first run to hold the stack state",
                  lambda: lock.exists() and f'"pid": {first.pid}' in lock.read_text(), timeout=120, every=0.1)
+        # A converged re-run holds the lock for a few seconds only (unchanged stacks are not run): the
+        # first run is paused while it holds it, so the second meets it however fast the first would be.
+        os.kill(first.pid, signal.SIGSTOP)
+        assert first.poll() is None and f'"pid": {first.pid}' in lock.read_text(), "the first up ended too soon"
         second = gpucluster("up", "-i", str(LOCAL), "--world-dir", str(world_dir), "--no-verify")
         _, err = second.communicate(timeout=120)
         assert second.returncode == 1, err
@@ -104,6 +114,8 @@ def test_a_second_up_on_the_same_state_names_the_first(world_dir: Path) -> None:
         assert down.returncode == 1, err
         assert f"pid {first.pid} (`gpucluster up -i {LOCAL}" in err and "is working on the local world" in err
     finally:
+        if first.poll() is None:  # still ours (not reaped): let it go on
+            os.kill(first.pid, signal.SIGCONT)
         _, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-3000:]
     assert not os.path.exists(f"/proc/{first.pid}")

@@ -227,6 +227,36 @@ def test_second_up_reports_no_changes(cold, lw: Cluster):
     assert [c["same"] for c in again.stacks] == [c["same"] for c in report.stacks], (again.stacks, report.stacks)
 
 
+def test_a_create_the_state_lost_is_taken_back_only_when_the_creates_journal_names_it(cold, kc, lw: Cluster, cli):
+    """What a Ctrl-C during an apply can leave (the provider's apply cancelled after the API server did it: the
+    engine records no create): DeviceClass hopper on the cluster, applied by the provider, not in the state.
+    Without the journal naming it, `up` refuses it like anyone's object; with it, `up` takes it back as created
+    (not adopted: `down` deletes it) and the journal goes once the state records it."""
+    from gpucluster.pulumi import ownership
+    from gpucluster.pulumi.engine import Engine
+    from gpucluster.pulumi.ownership import Ref
+
+    _, state, _ = cold
+    engine = Engine(state, "local")
+    assert not engine.journal.exists()  # the runs so far ended well: nothing left unrecorded
+    (rec,) = [r for r in engine.state_resources("platform")
+              if r["type"].endswith(":DeviceClass") and r["outputs"]["metadata"]["name"] == "hopper"]
+    hopper = Ref("DeviceClass", "", "hopper", "resource.k8s.io")
+    uid = rec["outputs"]["metadata"]["uid"]
+    engine.forget("platform", rec["urn"])
+    refused = cli("up", "-i", LOCAL, "--world-dir", lw.state_dir, "--state-dir", state, "--no-verify")
+    assert refused.exit_code == 2, refused.stderr[-3000:]
+    assert "  - DeviceClass//hopper" in refused.stderr and "1 object the stacks would create" in refused.stderr
+    assert not engine.journal.exists()  # refused before anything: nothing journaled either
+    ownership.write_journal(engine.journal, {hopper})
+    report = run_up(LOCAL, world_dir=lw.state_dir, state_dir=state, quiet=True, verify=False)
+    assert report.ownership["recovered"] == ["DeviceClass//hopper"] and report.ownership["adopted"] == []
+    assert _retained(state)["deviceclass/hopper"] is False  # ours again: `down` deletes it
+    dc = _get(kc, {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "hopper"}})
+    assert dc["metadata"]["uid"] == uid  # the same object, taken back, not re-made
+    assert not engine.journal.exists()
+
+
 def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluster, tmp_path):
     _, state, _ = cold
 

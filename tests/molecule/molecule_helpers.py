@@ -18,6 +18,15 @@ NEEDS_NCT = {"container_runtime", "nvidia_container_toolkit", "site"}
 NEEDS_K8S = {"kubernetes_node", "site"}
 NEEDS_IMAGES = {"site"}
 NEEDS_STANDIN = {"site"}  # the GPU stand-in (molecule/site/prepare.yml)
+#: Scenario → (the extra variables a failure-mode test converges with, the verify test that must catch it)
+#: (tests/molecule/test_failure_modes.py). Each changes what the role writes, so converging it over hosts
+#: the scenario already converged changes them.
+FLIPS = {
+    "host_prep": ({"host_prep_sysctls": {"net.bridge.bridge-nf-call-iptables": 1,
+                                         "net.bridge.bridge-nf-call-ip6tables": 1, "net.ipv4.ip_forward": 0}},
+                  "test_sysctl_applied_and_persisted"),
+    "container_runtime": ({"container_runtime_systemd_cgroup": False}, "test_systemd_cgroup"),
+}
 
 
 def apt_cache_dirs() -> list[str]:

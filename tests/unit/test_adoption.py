@@ -188,6 +188,88 @@ def test_an_adopt_that_names_nothing_to_adopt_is_an_input_error(plans, value, ow
     assert not isinstance(err.value, ObjectsNotOurs)
 
 
+# -- the creates journal: what an interrupted run created without recording it ---------------------------
+HOPPER = Ref("DeviceClass", "", "hopper", "resource.k8s.io")
+
+
+class Provider:
+    """A fake confirm: which objects the provider applied; records what it was asked."""
+
+    def __init__(self, *applied: Ref) -> None:
+        self.applied = set(applied)
+        self.asked: list[Ref] = []
+
+    def __call__(self, refs):
+        self.asked += list(refs)
+        return {r for r in refs if r in self.applied}
+
+
+def test_an_object_the_journal_names_and_the_provider_applied_is_ours_not_adopted(plans):
+    provider = Provider(HOPPER)
+    result = check(plans, {}, Cluster(HOPPER), journal={HOPPER}, confirm=provider)
+    assert result.recovered == [HOPPER] and provider.asked == [HOPPER]
+    assert result.adopt == {}  # created by us: neither imported nor retained, so `down` deletes it
+    assert HOPPER in result.creates  # stays in the journal until the state records it
+    assert "1 created by an interrupted run and taken back" in result.summary()
+    assert result.as_dict()["recovered"] == ["DeviceClass//hopper"]
+
+
+@pytest.mark.parametrize(("journal", "applied"), [
+    (set(), {HOPPER}),  # applied by a provider, but this state never said it would create it
+    ({HOPPER}, set()),  # journaled, but someone else made it (kubectl create, their own apply)
+])
+def test_an_object_without_both_proofs_is_refused(plans, journal, applied):
+    with pytest.raises(ObjectsNotOurs, match="DeviceClass//hopper"):
+        check(plans, {}, Cluster(HOPPER), journal=journal, confirm=Provider(*applied))
+
+
+def test_only_journaled_objects_are_asked_about_and_a_helm_release_never_is(plans):
+    (volcano,) = plans["platform"].releases["volcano"]
+    rel = Ref("Release", volcano.release.namespace, "volcano", "helm.sh")
+    provider = Provider(HOPPER, rel, MONITORING)
+    with pytest.raises(ObjectsNotOurs) as err:
+        check(plans, {}, Cluster(HOPPER, rel, MONITORING), journal={HOPPER, rel}, confirm=provider)
+    assert provider.asked == [HOPPER]
+    assert "  - Namespace//monitoring" in str(err.value) and f"  - {rel}" in str(err.value)
+    assert "hopper" not in str(err.value)
+
+
+def test_creates_are_what_is_absent(plans):
+    result = check(plans, {}, Cluster(MONITORING), ["Namespace//monitoring"])
+    assert set(result.creates) == set(ownership.planned(plans)) - {MONITORING}
+
+
+def test_the_journal_round_trips_and_goes_when_empty(tmp_path):
+    path = tmp_path / "work" / ownership.JOURNAL
+    refs = {HOPPER, MONITORING, Ref("ConfigMap", "gpu-operator", "dcgm")}
+    assert ownership.write_journal(path, refs) and ownership.read_journal(path) == refs
+    assert not ownership.write_journal(path, refs)  # unchanged: not written again
+    assert ownership.write_journal(path, []) and not path.exists()
+    assert not ownership.write_journal(path, [])
+    assert ownership.read_journal(path) == set()
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[]", '{"creates": 3}', '{"creates": [{"kind": 1}]}',
+                                  '{"creates": [{"kind": "Namespace", "name": "x"}]}'])
+def test_a_journal_that_does_not_parse_recovers_nothing(tmp_path, text):
+    path = tmp_path / ownership.JOURNAL
+    path.write_text(text)
+    assert ownership.read_journal(path) == set()
+
+
+@pytest.mark.parametrize(("entries", "applied"), [
+    ([{"manager": "pulumi-kubernetes-7e2b1c4d", "operation": "Apply"}], True),
+    ([{"manager": "kubectl", "operation": "Apply"}], False),  # kubectl apply --server-side
+    ([{"manager": "pulumi-kubernetes-7e2b1c4d", "operation": "Update"}], False),  # not an apply
+    ([{"manager": "pulumi-kubernetes", "operation": "Apply"}], False),  # the client-side mode's fixed name
+    ([{"manager": "kube-controller-manager", "operation": "Update"},
+      {"manager": "pulumi-kubernetes-a1", "operation": "Apply"}], True),
+    ([], False), (None, False), (["x"], False),
+])
+def test_the_provider_is_known_by_its_server_side_apply_field_manager(entries, applied):
+    assert ownership.applied_by_provider({"managedFields": entries}) is applied
+
+
 # -- what the programs register --------------------------------------------------------------------------
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args):

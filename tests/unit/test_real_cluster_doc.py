@@ -47,8 +47,10 @@ def steps() -> list[Step]:
     return found
 
 
-def normalise(text: str, cwd: Path) -> list[str]:
+def normalise(text: str, cwd: Path, state: Path | None = None) -> list[str]:
     text = text.replace(str(cwd), SHOWN_CWD)
+    if state is not None:  # the test's GPUCLUSTER_STATE, shown as the default state folder
+        text = text.replace(str(state), "~/.local/state/gpucluster")
     text = re.sub(r"\(\d+(\.\d+)? s\)", "(N s)", text)
     text = re.sub(r" in \d+\.\d+s$", " in Ns", text, flags=re.MULTILINE)
     text = re.sub(r"(port 22: )[^(]*?( \(check)", r"\1<ssh error>\2", text)
@@ -99,7 +101,7 @@ def test_every_marked_command_runs_as_the_page_shows(tmp_path):
             proc = run_line(line, cwd, env)
             outputs.append(proc.stdout)
             codes.append(proc.returncode)
-        got = normalise("".join(outputs), cwd)
+        got = normalise("".join(outputs), cwd, tmp_path / "state")
         assert codes[-1] == step.exit and all(c == 0 for c in codes[:-1]), (step.body, codes, "\n".join(got))
         if step.out is not None:
             shown = normalise(step.out, cwd)

@@ -22,7 +22,7 @@ from gpucluster.spec import load_spec
 INVENTORY = Path(__file__).resolve().parent.parent / "inventory"
 SPEC = load_spec(INVENTORY)
 #: The plays site.yml runs before any play that changes a host (playbooks/site.yml: validate, preflight).
-CHECK_PLAYS = {"Validate the inventory", "Check hosts before changing them"}
+CHECK_PLAYS = {"Validate the inventory", "Check every host before changing any", "Check hosts before changing them"}
 
 
 def _probe(host: str, *argv: str) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 from gpucluster import kube
 from gpucluster.errors import ClusterError
 from gpucluster.poll import poll
+from gpucluster.pulumi import ownership
 from gpucluster.pulumi.objects import Obj
 from gpucluster.pulumi.ownership import RELEASE, Ref
 from gpucluster.pulumi.plan import ClusterFacts
@@ -83,9 +84,7 @@ def existing(kubeconfig: str | Path | None, refs: Collection[Ref],
     Helm record of that name: a Secret (Helm's default storage) or a ConfigMap (``HELM_DRIVER=configmap``)
     labelled ``owner=helm``, ``name=<release>``, whatever its status (Helm refuses to install over any).
     """
-    by_kind: dict[tuple[str, str], tuple[str, str, bool]] = {}
-    for (gv, kind), (plural, namespaced) in resources.items():
-        by_kind.setdefault((gv.split("/")[0] if "/" in gv else "", kind), (gv, plural, namespaced))
+    by_kind = _by_kind(resources)
     api = _client(kubeconfig, context)
     try:
         namespaces = {m.get("name") for m in api.metadata(kube.NAMESPACES) or []}
@@ -114,6 +113,38 @@ def existing(kubeconfig: str | Path | None, refs: Collection[Ref],
                 present |= {(m.get("labels") or {}).get(label, "") if label else m.get("name", "") for m in metas}
             found |= {Ref(kind, ns, n, group) for n in names & present}
         return found, calls
+    finally:
+        api.close()
+
+
+def _by_kind(resources: Mapping[tuple[str, str], tuple[str, bool]]) -> dict[tuple[str, str], tuple[str, str, bool]]:
+    """(group, kind) → (apiVersion, plural, namespaced), the first version discovery lists for each."""
+    by_kind: dict[tuple[str, str], tuple[str, str, bool]] = {}
+    for (gv, kind), (plural, namespaced) in resources.items():
+        by_kind.setdefault((gv.split("/")[0] if "/" in gv else "", kind), (gv, plural, namespaced))
+    return by_kind
+
+
+def applied_by_provider(kubeconfig: str | Path | None, refs: Collection[Ref],
+                        resources: Mapping[tuple[str, str], tuple[str, bool]], context: str | None = None) -> set[Ref]:
+    """Which of ``refs`` (objects that exist) the Kubernetes provider applied, by their ``managedFields``
+    (:func:`gpucluster.pulumi.ownership.applied_by_provider`): one GET each, only for the few objects the
+    creates journal names. A Helm release, a kind not served or an object gone since is not one."""
+    by_kind = _by_kind(resources)
+    out: set[Ref] = set()
+    api = _client(kubeconfig, context)
+    try:
+        for r in refs:
+            if (r.group, r.kind) == RELEASE or (r.group, r.kind) not in by_kind:
+                continue
+            gv, plural, namespaced = by_kind[(r.group, r.kind)]
+            base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
+            path = f"{base}/namespaces/{r.namespace}/{plural}/{r.name}" if r.namespace and namespaced else \
+                f"{base}/{plural}/{r.name}"
+            obj = api.get(path)
+            if obj is not None and ownership.applied_by_provider(obj.get("metadata") or {}):
+                out.add(r)
+        return out
     finally:
         api.close()
 

@@ -228,6 +228,13 @@ class Engine:
         return Counts(name, operation, {k: int(v) for k, v in changes.items()}, time.monotonic() - start)
 
     # -- converged re-runs ----------------------------------------------------------------------
+    @property
+    def journal(self) -> Path:
+        """The creates journal (:mod:`gpucluster.pulumi.ownership`): what a run was about to create."""
+        from gpucluster.pulumi.ownership import JOURNAL
+
+        return self.dir / "work" / JOURNAL
+
     def work_dir(self, name: str) -> Path:
         """Stack ``name``'s workspace folder (project and stack settings, the last update's record)."""
         return self.dir / "work" / name
@@ -288,16 +295,16 @@ class Engine:
         """Pending operations in the stack's checkpoint, read from the file backend (no CLI start)."""
         return list(self._checkpoint(name).get("pending_operations") or [])
 
-    def state_resources(self, name: str) -> list[dict[str, Any]]:
-        """The resources stack ``name``'s state records, plus those of its pending operations (a create an
-        interrupted run left pending may exist on the cluster: it is ours too); [] for a new stack.
+    def state_resources(self, name: str, *, pending: bool = True) -> list[dict[str, Any]]:
+        """The resources stack ``name``'s state records, plus (``pending``) those of its pending operations (a
+        create an interrupted run left pending may exist on the cluster: it is ours too); [] for a new stack.
 
         Read from the file backend's checkpoint, without a CLI start (``pulumi stack export`` would cost
         one per stack); a backend other than a folder would export instead.
         """
         latest = self._checkpoint(name)
-        pending = [op.get("resource") or {} for op in latest.get("pending_operations") or []]
-        return [*(latest.get("resources") or []), *pending]
+        left = [op.get("resource") or {} for op in latest.get("pending_operations") or []] if pending else []
+        return [*(latest.get("resources") or []), *left]
 
     def _checkpoint(self, name: str) -> dict[str, Any]:
         """The ``latest`` deployment of the stack's checkpoint ({} when the stack has none yet)."""

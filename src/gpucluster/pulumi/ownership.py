@@ -10,19 +10,32 @@ refused (:class:`~gpucluster.errors.ObjectsNotOurs`, exit 2) unless the user ado
 KIND/NAMESPACE/NAME``, which imports it (Pulumi ``import``) and marks it ``retain_on_delete``, so
 ``down`` leaves it where it was.
 
-The stack state is the only record of ownership: an object is ours when a stack's checkpoint holds it
+The stack state is the main record of ownership: an object is ours when a stack's checkpoint holds it
 (created, or a create left pending by an interrupted run) and adopted when it is held with
-``retainOnDelete``. Everything here is pure; the cluster is asked through a ``lookup`` callable
-(:func:`gpucluster.pulumi.cluster.existing`).
+``retainOnDelete``. One gap remains, which the *creates journal* closes: on Ctrl-C the engine signals its
+providers to cancel (``pkg/resource/deploy/deployment_executor.go``, ``SignalCancellation`` once the
+caller's context is done), the Kubernetes provider cancels the context of the apply in flight
+(``provider/pkg/provider/provider.go``, ``Cancel``; ``provider/pkg/await/await.go`` patches with it), and an
+apply the API server had already done comes back as an error without an ID: the engine drops the pending
+create (a failed create is not recorded), yet the object exists. So before the engine runs, ``up`` writes
+what it is about to create (objects absent at the check) to the journal; on the next run an object the
+journal names that exists is ours when the provider applied it (a server-side ``Apply`` by a field
+manager named ``pulumi-kubernetes-…``, ``fieldManagerName`` in provider.go) and is refused otherwise. Helm
+releases are never recovered this way (their records are written by Helm, not applied). Everything here
+is pure apart from the journal file; the cluster is asked through ``lookup`` and ``confirm`` callables
+(:func:`gpucluster.pulumi.cluster.existing`, :func:`gpucluster.pulumi.cluster.applied_by_provider`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from gpucluster import atomic
 from gpucluster.errors import InputError, ObjectsNotOurs
 from gpucluster.pulumi.objects import Obj, object_key
 from gpucluster.pulumi.plan import StackPlan
@@ -169,9 +182,51 @@ def parse_adopt(values: Iterable[str]) -> list[Wanted]:
     return out
 
 
+# -- the creates journal ------------------------------------------------------------------------------
+#: The journal's file name, in the stack state's ``work`` folder (:meth:`gpucluster.pulumi.engine.Engine.journal`).
+JOURNAL = "creates.json"
+#: How the Kubernetes provider names its server-side apply field managers (``fieldManagerName``).
+PROVIDER_MANAGER = "pulumi-kubernetes-"
+
+
+def read_journal(path: Path) -> set[Ref]:
+    """The objects an earlier run wrote it was about to create; empty when there is no journal or it does not
+    parse (then nothing is recovered and such objects are refused: the safe side)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        fields = ("kind", "namespace", "name", "group")
+        return {Ref(*(str(e[k]) for k in fields)) for e in doc["creates"]
+                if all(isinstance(e.get(k), str) for k in fields)}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return set()
+
+
+def write_journal(path: Path, refs: Iterable[Ref]) -> bool:
+    """Record ``refs`` as about to be created (the file goes when there are none); True when it changed."""
+    path = Path(path)
+    entries = sorted(set(refs))
+    if not entries:
+        if path.is_file():
+            path.unlink()
+            return True
+        return False
+    doc = {"creates": [{"kind": r.kind, "namespace": r.namespace, "name": r.name, "group": r.group} for r in entries]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic.write_if_changed(path, json.dumps(doc, indent=1) + "\n")
+
+
+def applied_by_provider(meta: Mapping[str, Any]) -> bool:
+    """Whether an object's metadata shows a server-side apply by the Kubernetes provider (a ``managedFields``
+    entry with operation ``Apply`` and a manager named ``pulumi-kubernetes-…``)."""
+    return any(isinstance(e, Mapping) and e.get("operation") == "Apply"
+               and str(e.get("manager", "")).startswith(PROVIDER_MANAGER) for e in meta.get("managedFields") or [])
+
+
 # -- the check -------------------------------------------------------------------------------------
 #: Asks the cluster which of these refs exist; returns them and how many API calls that took.
 Lookup = Callable[[Collection[Ref]], tuple[set[Ref], int]]
+#: Asks the cluster which of these refs (objects that exist) the Kubernetes provider applied.
+Confirm = Callable[[Collection[Ref]], set[Ref]]
 
 
 @dataclass
@@ -181,27 +236,36 @@ class Ownership:
     #: Stack name → logical name → import ID, of the objects adopted now or earlier (retained in state).
     adopt: dict[str, dict[str, str]] = field(default_factory=dict)
     adopted_now: list[Ref] = field(default_factory=list)
+    #: Objects an interrupted run created without recording them (journal + provider's apply): ours.
+    recovered: list[Ref] = field(default_factory=list)
+    #: What this run is about to create: absent now, or recovered (for the journal).
+    creates: list[Ref] = field(default_factory=list)
     looked_up: int = 0
     calls: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"looked_up": self.looked_up, "calls": self.calls, "seconds": round(self.seconds, 3),
-                "adopted": [str(r) for r in self.adopted_now]}
+                "adopted": [str(r) for r in self.adopted_now], "recovered": [str(r) for r in self.recovered]}
 
     def summary(self) -> str:
         kept = sum(len(a) for a in self.adopt.values())
         return (f"ownership: {self.looked_up} object(s) not in the stack state looked up on the cluster "
                 f"({self.calls} API call(s), {self.seconds:.2f} s); " +
                 (f"{len(self.adopted_now)} adopted now, " if self.adopted_now else "") +
+                (f"{len(self.recovered)} created by an interrupted run and taken back (the creates journal), "
+                 if self.recovered else "") +
                 f"{kept} adopted object(s) kept on `down`")
 
 
 def check(plans: Mapping[str, StackPlan], owned: Mapping[Ref, bool], lookup: Lookup,
-          adopt: Iterable[str] = (), *, environment: str = "", applied: bool = False) -> Ownership:
+          adopt: Iterable[str] = (), *, environment: str = "", applied: bool = False,
+          journal: Collection[Ref] = (), confirm: Confirm | None = None) -> Ownership:
     """Find what the stacks would create that exists on the cluster without being ours; refuse it.
 
-    ``owned``: :func:`in_state` of both stacks. ``adopt``: the ``--adopt`` values. Raises
+    ``owned``: :func:`in_state` of both stacks. ``adopt``: the ``--adopt`` values. ``journal``: what an
+    earlier run of this state was about to create (:func:`read_journal`); of those that exist, the ones
+    ``confirm`` says the provider applied are ours (``recovered``), never a Helm release. Raises
     :class:`InputError` for an ``--adopt`` that names nothing to adopt and :class:`ObjectsNotOurs` listing every
     object that exists and is neither ours nor adopted. ``applied``: part of the run is already applied
     (the platform stack's second pass), which the refusal then says.
@@ -216,11 +280,14 @@ def check(plans: Mapping[str, StackPlan], owned: Mapping[Ref, bool], lookup: Loo
     if missing:
         raise InputError("\n".join(f"--adopt {r}: it does not exist on the cluster, so there is nothing to adopt; "
                                    "drop --adopt and `up` creates it (and `down` deletes it)" for r in missing))
-    foreign = sorted(r for r in found if r not in chosen)
+    maybe = [r for r in found if r in journal and r not in chosen and (r.group, r.kind) != RELEASE]
+    recovered = confirm(maybe) & set(maybe) if maybe and confirm is not None else set()
+    foreign = sorted(r for r in found if r not in chosen and r not in recovered)
     if foreign:
         raise ObjectsNotOurs(refusal(foreign, environment, applied=applied))
     result = Ownership(looked_up=len(unknown), calls=calls,
-                       adopted_now=sorted(r for r in chosen if r not in owned))
+                       adopted_now=sorted(r for r in chosen if r not in owned), recovered=sorted(recovered),
+                       creates=sorted({r for r in unknown if r not in found} | recovered))
     for ref, where in plan_refs.items():
         if owned.get(ref) or ref in result.adopted_now:
             result.adopt.setdefault(where.stack, {})[where.key] = ref.import_id

@@ -1,0 +1,85 @@
+"""Every removal this wave added takes only what gpucluster itself created, beside files that look alike.
+
+- ``atomic.write``: on failure, the temporary file that call created (O_EXCL, a fresh random name);
+- ``local.addons.Ledger.forget``: one add-on's record (``components.json``) in its own folder;
+- ``pulumi.fingerprint.forget``: the record of the last update (``gpucluster-last-update.json``);
+- ``scaffold.write`` (``gpucluster init``): on failure, the staging folder that call made with mkdtemp.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpucluster import atomic, scaffold
+from gpucluster.local import addons
+from gpucluster.pulumi import fingerprint
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_failed_atomic_write_removes_its_own_temporary_file_only(tmp_path: Path, monkeypatch) -> None:
+    target = tmp_path / "state.json"
+    target.write_text("intact")
+    # another writer's temporary file for the same target, and one of the same shape for another name
+    (tmp_path / ".state.json.0a1b2c3d4e5f.tmp").write_text("someone else's")
+    (tmp_path / ".other.json.0a1b2c3d4e5f.tmp").write_text("not ours either")
+    before = _tree(tmp_path)
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "replace", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        atomic.write(target, "half")
+    assert _tree(tmp_path) == before
+
+
+def test_forgetting_an_add_ons_record_leaves_everything_else(tmp_path: Path) -> None:
+    own = tmp_path / addons.FOLDER / "volcano"
+    other = tmp_path / addons.FOLDER / "monitoring"
+    for folder in (own, other):
+        folder.mkdir(parents=True)
+        (folder / addons.RECORD).write_text("{}")
+        (folder / "scheduler.conf").write_text("kept")
+    (tmp_path / addons.RECORD).write_text("a file of that name outside the add-on's folder")
+    before = _tree(tmp_path)
+    addons.Ledger(tmp_path, "volcano").forget()
+    after = _tree(tmp_path)
+    assert set(before) - set(after) == {f"{addons.FOLDER}/volcano/{addons.RECORD}"}
+    assert all(after[k] == before[k] for k in after)
+
+
+def test_forgetting_the_last_update_removes_that_record_only(tmp_path: Path) -> None:
+    work, other = tmp_path / "platform", tmp_path / "tenants"
+    for folder in (work, other):
+        folder.mkdir()
+        (folder / fingerprint.RECORD).write_text("{}")
+        (folder / "Pulumi.yaml").write_text("name: x\n")
+    before = _tree(tmp_path)
+    fingerprint.forget(work)
+    fingerprint.forget(work)  # again: nothing more goes
+    after = _tree(tmp_path)
+    assert set(before) - set(after) == {f"platform/{fingerprint.RECORD}"}
+    assert all(after[k] == before[k] for k in after)
+
+
+def test_a_failed_init_removes_its_own_staging_folder_only(tmp_path: Path, monkeypatch) -> None:
+    # a folder with the staging prefix that this call did not make (another run's, or the user's)
+    lookalike = tmp_path / ".prod.init-keepme"
+    lookalike.mkdir()
+    (lookalike / "cluster.yaml").write_text("mine\n")
+    before = sorted(os.listdir(tmp_path))
+
+    def broken(_folder):
+        raise RuntimeError("template bug")
+
+    monkeypatch.setattr("gpucluster.spec.load_spec", broken)
+    with pytest.raises(RuntimeError, match="template bug"):
+        scaffold.write(tmp_path / "prod")
+    assert sorted(os.listdir(tmp_path)) == before
+    assert (lookalike / "cluster.yaml").read_text() == "mine\n"
