@@ -45,6 +45,11 @@ export GPUCLUSTER_TEST_IMAGES="$cache/test-images"
 busybox_version="$(/bin/busybox --help | sed -n 's/^BusyBox v\([^ ]*\).*/\1/p')"
 "$repo/.venv/bin/gpucluster" images build --bin-dir /bin --out-dir "$GPUCLUSTER_TEST_IMAGES" \
   "localhost/gpucluster/busybox:$busybox_version" >/dev/null
+# The NetworkPolicy enforcer the site's isolation tests run (kube-network-policies, from the toolchain).
+knp="$("$repo/.venv/bin/gpucluster" tools install -q kube-network-policies | awk '{print $2}')"
+knp_version="$("$repo/.venv/bin/python" -c 'from gpucluster import versions; print(versions.KUBE_NETWORK_POLICIES)')"
+"$repo/.venv/bin/gpucluster" images build --bin-dir "$(dirname "$knp")" --out-dir "$GPUCLUSTER_TEST_IMAGES" \
+  "localhost/gpucluster/kube-network-policies:$knp_version" >/dev/null
 
 # The site scenario's GPU stand-in (molecule/site/prepare.yml): NVIDIA's device plugin and the NVML
 # stub from the toolchain, and per stand-in host its GPUs, environment and config file.

@@ -55,6 +55,9 @@ class Recipe:
     version_of: Callable[[str], str | None]
     entrypoint: tuple[str, ...] = ()
     user: str = ""
+    #: For a Go program that prints no version: the module whose version Go recorded in the binary's
+    #: build information is the version (``version_args`` and ``version_of`` are then unused).
+    go_module: str = ""
 
 
 def _match(pattern: str) -> Callable[[str], str | None]:
@@ -86,6 +89,11 @@ RECIPES: dict[str, Recipe] = {
         # Not kubeadm's: a small shell-and-tools image (a static busybox, e.g. Debian's busybox-static)
         # to smoke-test pods and pod-to-pod traffic on a cluster that cannot pull anything.
         Recipe("busybox", "busybox", "/bin/busybox", ("--help",), _match(r"BusyBox v(\S+)")),
+        # Not kubeadm's either: the NetworkPolicy enforcer of the flannel chart's netpol add-on, laid out as
+        # upstream's image (its Dockerfile: the one static binary at /bin/netpol), for the Molecule site
+        # scenario's isolation proof. The program has no --version.
+        Recipe("kube-network-policies", "kube-network-policies", "/bin/netpol", (), lambda _: None,
+               entrypoint=("/bin/netpol",), go_module="sigs.k8s.io/kube-network-policies"),
     )
 }
 
@@ -184,8 +192,68 @@ def write_if_changed(path: Path, data: bytes) -> bool:
     return atomic.write_if_changed(path, data, mode=0o644)
 
 
+#: Go's build information record (debug/buildinfo): this magic, pointer size, flags, then (Go >= 1.18,
+#: flag 2) the Go version and the module list as varint-length strings.
+_BUILDINFO_MAGIC = b"\xff Go buildinf:"
+_BUILDINFO_HEADER = 32
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < len(data):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise ValueError("truncated varint")
+
+
+def go_module_version(binary: Path, module: str) -> str | None:
+    """The version of ``module`` that Go recorded in ``binary`` (``go version -m`` shows the same), or None.
+
+    The main module or a dependency (a wrapper module building an upstream main package records the
+    upstream module as a dependency); a ``=>`` replacement's version wins, as Go's own reader reports it.
+    """
+    data = binary.read_bytes()
+    at = data.find(_BUILDINFO_MAGIC)
+    if at < 0 or len(data) < at + _BUILDINFO_HEADER or not data[at + 15] & 0x2:
+        return None  # no build information, or a layout from before Go 1.18
+    pos = at + _BUILDINFO_HEADER
+    try:
+        strings = []
+        for _ in range(2):  # the Go version, then the module list
+            size, pos = _uvarint(data, pos)
+            strings.append(data[pos:pos + size].decode("utf-8", "replace"))
+            pos += size
+    except ValueError:
+        return None
+    modinfo = strings[1]
+    if len(modinfo) >= 33 and modinfo[-17] == "\n":  # 16-byte sentinels around the text
+        modinfo = modinfo[16:-16]
+    found = None
+    for line in modinfo.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[0] in ("mod", "dep") and fields[1] == module:
+            found = fields[2]
+        elif fields[0] == "=>" and found is not None and len(fields) >= 3:
+            found = fields[2]
+        elif fields[0] in ("mod", "dep") and found is not None:
+            break
+    return found
+
+
 def binary_version(recipe: Recipe, binary: Path) -> str:
     """The version ``binary`` reports, as its recipe reads it; ToolError when it cannot be read."""
+    if recipe.go_module:
+        if not binary.is_file():
+            raise ToolError(f"{binary} does not exist")
+        found = go_module_version(binary, recipe.go_module)
+        if not found:
+            raise ToolError(f"{binary} records no version of Go module {recipe.go_module} (`go version -m` "
+                            "shows what it records): it must be built from that module")
+        return found
     try:
         proc = subprocess.run([str(binary), *recipe.version_args], capture_output=True, text=True, timeout=60,
                               check=False)

@@ -321,7 +321,7 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
 
         # the local world allows its own fixed list; --no-chart-repositories, where given, allows its list
         allowed = checks.allowed(allow_not_measured or {}, local_world=world is not None,
-                                 chart_repositories=chart_repositories)
+                                 chart_repositories=chart_repositories, spec=spec)
         with run.phase("verify") as say:
             report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=charts,
                                            simulated=world is not None)

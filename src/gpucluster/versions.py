@@ -47,6 +47,10 @@ VOLCANO_APIS = "v1.14.0"
 #: the release the pinned GPU Operator chart deploys (tests/upstream/facts/device-plugin.yaml,
 #: operator-bundled-device-plugin-version). Served by the Go module proxy at this exact version.
 K8S_DEVICE_PLUGIN = "v0.19.0"
+#: kube-network-policies, the NetworkPolicy enforcer the flannel chart's netpol add-on runs, built for
+#: the Molecule site scenario's isolation proof: the newest release the Go module proxy serves (the
+#: chart's own image, v1.0.0, is not served as a module).
+KUBE_NETWORK_POLICIES = "v1.1.1"
 #: The deployers' API modules whose CRDs validate `render --deployer` bundles (tools/flux-crds,
 #: tools/argocd-crds) and helmfile's own loader (tools/helmfile-check); see docs/gitops.md.
 #: Flux v2.9.4's go.mod requires these three; the v2.10 API modules need Go 1.27.

@@ -120,12 +120,13 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
             "deviceclass-matches", "dra-extended-resource", "tenant-quota", "tenant-limitrange", "tenant-security",
             "tenant-admission", "tenant-rbac", "gpu-health", "priority-classes", "alert-rules"} <= passed
     unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
-    # The local world installs no chart: the operators' DaemonSets and releases are not measured (never
-    # passed, allowed by the local world); this world has no Volcano CRDs (allowed by the test). GPU health is
-    # measured: the simulated DCGM exporter is its source.
-    assert unmeasured == {"daemonsets-ready", "charts-installed", "tenant-queue"}
+    # The local world installs no chart: the operators' DaemonSets and releases, and flannel's NetworkPolicy
+    # enforcer (its chart's add-on), are not measured (never passed, allowed by the local world); this world
+    # has no Volcano CRDs (allowed by the test). GPU health is measured: the simulated DCGM exporter is its source.
+    assert unmeasured == {"daemonsets-ready", "charts-installed", "network-policy-enforcer", "tenant-queue"}
+    assert unmeasured - {"tenant-queue"} == set(checks.LOCAL_WORLD)
     assert {r["allowed"] for r in data["results"] if r["verdict"] == "not-measured"} == {
-        checks.LOCAL_WORLD["daemonsets-ready"], checks.LOCAL_WORLD["charts-installed"], checks.BY_USER}
+        *checks.LOCAL_WORLD.values(), checks.BY_USER}
     health = [r for r in data["results"] if r["check"] == "gpu-health"]
     assert health and all("SIMULATED DCGM exporter" in r["actual"] for r in health)
     for r in data["results"]:

@@ -113,20 +113,25 @@ def k8s_bin_dir() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def test_images() -> str:
-    """A folder with the site scenario's workload image archive (a static busybox) and kubeadm's binaries built.
+    """A folder with the site scenario's image archives, and kubeadm's binaries built.
 
-    The site scenario's kubernetes_node role writes kubeadm's images itself (`gpucluster images build`
-    over the toolchain), so the toolchain must hold those binaries before it runs.
+    The workload image (a static busybox) and the NetworkPolicy enforcer (kube-network-policies from
+    the toolchain, laid out as upstream's image; molecule/site/tests/test_isolation.py runs it). The
+    site scenario's kubernetes_node role writes kubeadm's images itself (`gpucluster images build` over
+    the toolchain), so the toolchain must hold those binaries before it runs.
     """
-    from gpucluster import airgap, toolchain
+    from gpucluster import airgap, toolchain, versions
 
-    toolchain.ensure(["kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "pause"], progress=False)
+    built = toolchain.ensure(["kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "pause",
+                              "kube-network-policies"], progress=False)
     busybox = Path("/bin/busybox")
     if not busybox.is_file():
         pytest.fail("the site scenario's workload image needs a static /bin/busybox: apt-get install -y busybox-static")
     version = airgap.binary_version(airgap.RECIPES["busybox"], busybox)
     out = _cache() / "test-images"
     airgap.build([f"localhost/gpucluster/busybox:{version}"], out, lambda _: busybox)
+    airgap.build([f"localhost/gpucluster/kube-network-policies:{versions.KUBE_NETWORK_POLICIES}"], out,
+                 lambda _: built["kube-network-policies"])
     return str(out)
 
 

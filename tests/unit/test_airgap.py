@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import stat
 import tarfile
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster import airgap
-from gpucluster.errors import InputError
+from gpucluster.errors import InputError, ToolError
 
 
 def fake_binary(path: Path, version_line: str) -> Path:
@@ -133,6 +134,55 @@ def test_recipes_read_the_versions_their_binaries_print() -> None:
     assert recipes["busybox"].version_of("BusyBox v1.35.0 (Debian 1:1.35.0-4) multi-call binary.") == "1.35.0"
     assert airgap.tag_version("v1.37.2") == airgap.tag_version("1.37.2") == "1.37.2"
     assert airgap.tag_version("3.6.16-0") == "3.6.16"
+
+
+def go_binary(path: Path, modinfo: str) -> Path:
+    """Bytes laid out as Go >= 1.18 records build information (debug/buildinfo): header, then two strings."""
+    def string(text: str) -> bytes:
+        data, size, out = text.encode(), len(text.encode()), b""
+        while size >= 0x80:
+            out, size = out + bytes([size & 0x7F | 0x80]), size >> 7
+        return out + bytes([size]) + data
+
+    sentinel = "0" * 16
+    header = b"\xff Go buildinf:" + bytes([8, 0x2])
+    header += b"\0" * (32 - len(header))
+    path.write_bytes(b"\x7fELF" + b"\0" * 60 + header + string("go1.26.8") + string(sentinel + modinfo + sentinel))
+    return path
+
+
+KNP_MODINFO = ("path\tsigs.k8s.io/kube-network-policies/cmd/kube-network-policies/standard\n"
+               "mod\tgpucluster.local/tools/kube-network-policies\t(devel)\t\n"
+               "dep\tgithub.com/florianl/go-nfqueue\tv1.3.2\th1:x=\n"
+               "dep\tsigs.k8s.io/kube-network-policies\tv1.1.1\th1:y=\n"
+               "dep\tsigs.k8s.io/yaml\tv1.6.0\th1:z=\n"
+               "build\tCGO_ENABLED=0\n")
+
+
+def test_a_go_program_without_version_output_is_named_by_the_module_go_recorded(tmp_path: Path) -> None:
+    knp = go_binary(tmp_path / "kube-network-policies", KNP_MODINFO)
+    assert airgap.go_module_version(knp, "sigs.k8s.io/kube-network-policies") == "v1.1.1"
+    assert airgap.go_module_version(knp, "gpucluster.local/tools/kube-network-policies") == "(devel)"
+    assert airgap.go_module_version(knp, "sigs.k8s.io/kwok") is None
+    # a replaced module reports its replacement's version, as `go version -m` does
+    replaced = go_binary(tmp_path / "r", KNP_MODINFO.replace(
+        "v1.1.1\th1:y=\n", "v1.1.1\t\n=>\tsigs.k8s.io/kube-network-policies\tv1.1.0\th1:w=\n"))
+    assert airgap.go_module_version(replaced, "sigs.k8s.io/kube-network-policies") == "v1.1.0"
+    assert airgap.go_module_version(fake_binary(tmp_path / "sh", "x"), "sigs.k8s.io/kube-network-policies") is None
+
+    built = airgap.build(["localhost/gpucluster/kube-network-policies:v1.1.1"], tmp_path / "out", lambda _: knp)
+    files = members(built[0].path.read_bytes())
+    (entry,) = json.loads(files["index.json"])["manifests"]
+    manifest = json.loads(blob(files, entry["digest"]))
+    config = json.loads(blob(files, manifest["config"]["digest"]))
+    assert config["config"]["Entrypoint"] == ["/bin/netpol"]  # where upstream's image has it
+    layer = members(blob(files, manifest["layers"][0]["digest"]))
+    assert layer["bin/netpol"] == knp.read_bytes()
+    with pytest.raises(InputError, match=re.escape("is version v1.1.1, not the v1.0.0 the tag names")):
+        airgap.build(["localhost/gpucluster/kube-network-policies:v1.0.0"], tmp_path / "out", lambda _: knp)
+    with pytest.raises(ToolError, match=re.escape("records no version of Go module sigs.k8s.io/kube-network-policies")):
+        airgap.build(["localhost/gpucluster/kube-network-policies:v1.1.1"], tmp_path / "out",
+                     lambda _: tmp_path / "sh")
 
 
 def test_cli_build_prints_what_it_wrote_and_fails_cleanly(bins: Path, tmp_path: Path, cli) -> None:

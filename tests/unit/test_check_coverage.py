@@ -136,3 +136,14 @@ def test_the_checklist_names_only_checks_that_exist() -> None:
     from gpucluster.verify.checklist import CHECKLIST
 
     assert sorted({c for _, ids, _ in CHECKLIST for c in ids} - set(CHECKS)) == []
+
+
+def test_the_checklist_counts_network_policy_as_enforced_only_by_the_enforcer_row() -> None:
+    """A NetworkPolicy object isolates nobody: the object checks never stand for enforcement."""
+    from gpucluster.verify.checklist import CHECKLIST
+
+    points = {point: checks for point, checks, _ in CHECKLIST}
+    enforced = [p for p in points if "enforced" in p.lower() and "networkpolicy" in p.lower()]
+    assert len(enforced) == 1
+    assert points[enforced[0]] == ["network-policy-enforcer"]
+    assert all("network-policy-enforcer" not in checks for p, checks in points.items() if p != enforced[0])

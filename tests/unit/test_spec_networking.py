@@ -117,8 +117,52 @@ def test_flannel_needs_an_ipv4_pod_subnet(write_spec, base):
     base["kubernetes"] = {"podSubnet": "fd00:10::/56", "serviceSubnet": "fd00:20::/112"}
     p = find(problems(write_spec, base), "kubernetes.podSubnet")
     assert "IPv4" in p.message and "plugin: none" in p.hint
-    base["networking"] = {"podNetwork": {"plugin": "none"}}
+    base["networking"] = {"podNetwork": {"plugin": "none", "networkPolicyEnforcement": "bring-your-own"}}
     load_spec(write_spec(base))
+
+
+# -- what enforces the tenants' NetworkPolicies -------------------------------------------------------
+
+ENFORCEMENT = "networking.podNetwork.networkPolicyEnforcement"
+
+
+def test_no_pod_network_of_ours_and_no_enforcer_declared_is_refused_with_tenants(write_spec, base):
+    base["networking"] = {"podNetwork": {"plugin": "none"}}
+    p = find(problems(write_spec, base), ENFORCEMENT)
+    assert "plugin: none installs no pod network" in p.message and "team-a" in p.message
+    assert "bring-your-own" in p.hint and "plugin: flannel" in p.hint
+
+
+def test_no_enforcer_at_all_is_refused_with_tenants(write_spec, base):
+    base["networking"] = {"podNetwork": {"networkPolicyEnforcement": "none"}}
+    p = find(problems(write_spec, base), ENFORCEMENT)
+    assert "nothing enforces" in p.message and "1 tenant(s) (team-a)" in p.message
+    assert "pod-network" in p.hint and "bring-your-own" in p.hint
+
+
+@pytest.mark.parametrize("pod_network", [
+    {},  # flannel with its kube-network-policies add-on (the default)
+    {"plugin": "none", "networkPolicyEnforcement": "bring-your-own"},  # the owner's CNI enforces them
+    {"networkPolicyEnforcement": "bring-your-own"},  # flannel, and an enforcer of the owner's next to it
+])
+def test_an_enforcer_gpucluster_installs_or_the_owner_declares_is_accepted(write_spec, base, pod_network):
+    base["networking"] = {"podNetwork": pod_network}
+    load_spec(write_spec(base))
+
+
+@pytest.mark.parametrize("pod_network", [{"plugin": "none"}, {"networkPolicyEnforcement": "none"}])
+def test_without_tenants_nothing_needs_enforcing(write_spec, base, pod_network):
+    base["networking"] = {"podNetwork": pod_network}
+    del base["tenants"]
+    load_spec(write_spec(base))
+
+
+def test_cli_validate_exits_2_naming_the_enforcement_key(write_spec, base, cli):
+    base["networking"] = {"podNetwork": {"plugin": "none"}}
+    out = cli("validate", "-i", str(write_spec(base)))
+    assert out.exit_code == 2
+    assert ENFORCEMENT in out.output and "bring-your-own" in out.output
+    assert "Traceback" not in out.output
 
 
 def test_unknown_pod_network_plugin(write_spec, base):

@@ -79,7 +79,7 @@ def test_up_reports_its_allowances_in_json(monkeypatch, capsys):
 
 def test_the_local_world_allows_its_fixed_list_and_nothing_else():
     assert checks.allowed(local_world=True) == checks.LOCAL_WORLD
-    assert set(checks.LOCAL_WORLD) == {"daemonsets-ready", "charts-installed"}
+    assert set(checks.LOCAL_WORLD) == {"daemonsets-ready", "charts-installed", "network-policy-enforcer"}
     assert set(checks.NO_CHART_REPOSITORIES) >= set(checks.LOCAL_WORLD)
     # a user's allowance adds to it and says who allowed it
     both = checks.allowed(checks.parse(["tenant-queue"]), local_world=True)

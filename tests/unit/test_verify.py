@@ -169,9 +169,11 @@ def test_the_local_world_does_not_measure_what_its_missing_charts_would_run(spec
     results = cluster.run(spec, snap, charts_reachable=False)
     assert failures(results) == set()
     unmeasured = {(r.check, r.reason.split(" (")[0].split(":")[0]) for r in results if r.verdict is Verdict.skipped}
-    assert {c for c, _ in unmeasured} == {"daemonsets-ready", "charts-installed"}
+    # flannel's chart brings the NetworkPolicy enforcer: without it nothing is measured there either
+    assert {c for c, _ in unmeasured} == {"daemonsets-ready", "charts-installed", "network-policy-enforcer"}
     # the same cluster, where charts could be fetched: every one of them fails instead
-    assert {c for c, _ in failures(cluster.run(spec, snap))} == {"daemonsets-ready", "charts-installed"}
+    assert {c for c, _ in failures(cluster.run(spec, snap))} == {"daemonsets-ready", "charts-installed",
+                                                                 "network-policy-enforcer"}
 
 
 def test_unreadable_helm_records_are_not_measured(spec):
@@ -287,3 +289,58 @@ def test_without_chart_repositories_a_wrong_applied_label_still_fails(spec):
     node = next(n for n in snap.nodes if n["metadata"]["labels"].get(L.POOL))
     node["metadata"]["labels"][L.POOL] = "another-pool"
     assert ("node-labels", node["metadata"]["name"]) in failures(cluster.run(spec, snap, charts_reachable=False))
+
+
+def enforcer_row(spec, snap, **kw):
+    (row,) = [r for r in cluster.run(spec, snap, **kw) if r.check == "network-policy-enforcer"]
+    return row
+
+
+def test_the_enforcer_row_names_what_is_missing(spec):
+    snap = perfect(spec)
+    row = enforcer_row(spec, snap)
+    n = len(spec.hosts)
+    assert row.verdict is Verdict.passed
+    assert row.actual == f"{n} scheduled, {n} ready, with container kube-network-policies"
+    FAULTS["netpol-addon-off"].mutate(snap)
+    row = enforcer_row(spec, snap)
+    assert row.actual.endswith("containers kube-flannel") and "netpol.enabled" in row.reason
+    snap = perfect(spec)
+    FAULTS["enforcer-not-ready"].mutate(snap)
+    assert "pods not available, ready" in enforcer_row(spec, snap).reason
+
+
+def test_an_enforcer_the_owner_brings_is_not_measured_never_passed(spec):
+    byo = spec.model_copy(deep=True)
+    byo.networking.pod_network.network_policy_enforcement = "bring-your-own"
+    snap = perfect(byo)
+    FAULTS["flannel-missing"].mutate(snap)  # flannel's add-on stays off: its DaemonSet is nothing to go by
+    row = enforcer_row(byo, snap)
+    assert row.verdict is Verdict.skipped and "bring-your-own" in row.reason and "not measured" in row.reason
+    rows = [row]
+    # not measured is never passed: the run fails on it unless the operator allows that check by name ...
+    assert "network-policy-enforcer" in model_problems(rows, {})
+    assert model_problems(rows, checks.parse(["network-policy-enforcer"])) == ""
+    # ... and no chart allowance stands in for that: the chart is not why nothing is measured
+    for allowances in (checks.allowed(local_world=True, spec=byo),
+                       checks.allowed(chart_repositories=False, spec=byo)):
+        assert "network-policy-enforcer" not in allowances
+        assert "network-policy-enforcer" in model_problems(rows, allowances)
+
+
+def test_without_the_chart_the_enforcer_is_not_measured_and_allowed(spec):
+    snap = perfect(spec)
+    FAULTS["flannel-missing"].mutate(snap)
+    row = enforcer_row(spec, snap, charts_reachable=False)
+    assert row.verdict is Verdict.skipped and "chart repositories are unreachable" in row.reason
+    # flannel's add-on is the spec's enforcer: the local world and --no-chart-repositories allow that row
+    for allowances in (checks.allowed(local_world=True, spec=spec),
+                       checks.allowed(chart_repositories=False, spec=spec)):
+        assert model_problems([row], allowances) == ""
+    assert model_problems([row], {}) != ""
+
+
+def test_no_tenants_no_policies_to_enforce(spec):
+    alone = spec.model_copy(deep=True)
+    alone.tenants = []
+    assert not [r for r in cluster.run(alone, perfect(alone)) if r.check == "network-policy-enforcer"]

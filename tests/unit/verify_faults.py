@@ -340,6 +340,35 @@ def _daemonset_stale(s: Snapshot) -> None:
     _ds(s, "nvidia-container-toolkit-daemonset")["metadata"]["generation"] += 1
 
 
+def _flannel(s: Snapshot) -> dict[str, Any]:
+    return of(s.daemonsets, "kube-flannel", "kube-flannel-ds")
+
+
+def _netpol_addon_off(s: Snapshot) -> None:
+    # what the chart renders with netpol.enabled false (daemonset.yaml's guard): flanneld's container alone
+    spec_ = _flannel(s)["spec"]["template"]["spec"]
+    spec_["containers"] = [c for c in spec_["containers"] if c["name"] != "kube-network-policies"]
+
+
+def _enforcer_not_ready(s: Snapshot) -> None:
+    st = _flannel(s)["status"]
+    st["numberReady"] -= 1
+    st["numberAvailable"] -= 1
+    st["numberUnavailable"] = 1
+
+
+def _enforcer_on_fewer_nodes(s: Snapshot) -> None:
+    # a node the DaemonSet does not place a pod on (a nodeSelector, or a taint its tolerations miss)
+    st = _flannel(s)["status"]
+    for key in ("desiredNumberScheduled", "currentNumberScheduled", "updatedNumberScheduled", "numberReady",
+                "numberAvailable"):
+        st[key] -= 1
+
+
+def _flannel_missing(s: Snapshot) -> None:
+    s.daemonsets.remove(_flannel(s))
+
+
 def _xid(s: Snapshot) -> None:
     e = exporter(s, "h200-1")
     e["text"] = set_series(e["text"], "DCGM_FI_DEV_XID_ERRORS", 3, 79, err_code="79",
@@ -634,6 +663,11 @@ FAULTS: dict[str, Fault] = {
     "daemonset-not-ready": fault(_daemonset_not_ready, ("daemonsets-ready", "gpu-operator/nvidia-mig-manager")),
     "daemonset-status-stale": fault(_daemonset_stale,
                                     ("daemonsets-ready", "gpu-operator/nvidia-container-toolkit-daemonset")),
+    "netpol-addon-off": fault(_netpol_addon_off, ("network-policy-enforcer", "kube-flannel/kube-flannel-ds")),
+    "enforcer-not-ready": fault(_enforcer_not_ready, ("network-policy-enforcer", "kube-flannel/kube-flannel-ds")),
+    "enforcer-on-fewer-nodes": fault(_enforcer_on_fewer_nodes,
+                                     ("network-policy-enforcer", "kube-flannel/kube-flannel-ds")),
+    "flannel-missing": fault(_flannel_missing, ("network-policy-enforcer", "kube-flannel/kube-flannel-ds")),
     "xid-79": fault(_xid, ("gpu-health", "h200-1")),
     "double-bit-ecc": fault(_ecc, ("gpu-health", "l4-2")),
     "row-remap-failed": fault(_row_remap_failed, ("gpu-health", "a100-1")),

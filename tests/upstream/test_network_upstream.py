@@ -17,7 +17,7 @@ import pytest
 import yaml
 from upstream_facts import fact
 
-from gpucluster import components
+from gpucluster import components, versions
 from gpucluster import labels as L
 from gpucluster.local.crds import stand_ins
 from gpucluster.render import network_operator, pod_network, render
@@ -258,6 +258,133 @@ def test_flannel_values_keys_and_pod_cidr(spec):
     # the default pod subnet is flannel's own default, so an untouched spec and chart agree
     assert ClusterSpec.model_fields["kubernetes"].default_factory().pod_subnet == cni(
         "flannel-values-pod-cidr-default")
+
+
+def test_our_values_turn_flannels_network_policy_add_on_on(spec):
+    """The chart's templates add the enforcer where ``.Values.netpol.enabled`` is true: we set exactly that key."""
+    assert spec.tenants and spec.networking.pod_network.network_policy_enforcement == "pod-network"
+    values = pod_network.values(spec)
+    guards = cni("flannel-netpol-template-guards")
+    assert {g["guard"] for g in guards} == {".Values.netpol.enabled"}
+    assert {g["adds"].split()[0] for g in guards} == {"container", "hostPath", "ClusterRole"}
+    node: Any = values
+    for key in guards[0]["guard"].removeprefix(".Values.").split("."):
+        node = node[key]
+    assert node is True  # a YAML/JSON boolean: Go templates' `if` takes it as true
+    # the chart's own default is off, so nothing enforces the policies unless we set it
+    assert cni("flannel-values-netpol-enabled") == {"key": "netpol.enabled", "default": False}
+    assert "netpol.enabled" in cni("flannel-values-keys")
+    assert "`netpol.enabled`" in cni("flannel-netpol-enabling-is-enough")
+    # an enforcer of the owner's: ours stays off, said explicitly
+    spec.networking.pod_network.network_policy_enforcement = "bring-your-own"
+    assert pod_network.values(spec)["netpol"] == {"enabled": False}
+
+
+def test_verify_looks_for_what_the_chart_creates():
+    assert pod_network.DAEMONSET == cni("flannel-daemonset-name")
+    assert pod_network.NETPOL_CONTAINER == cni("flannel-netpol-container-name")
+    assert ClusterSpec.model_fields["networking"].default_factory().pod_network.namespace == cni(
+        "flannel-chart-install-namespace")
+
+
+def test_the_recorded_flannel_daemonset_is_the_charts():
+    """The real-cluster recording verify's faults replay (tests/data/verify/record.py) holds flannel's DaemonSet
+    as the pinned chart names, labels and places it, with the container its netpol guard adds."""
+    data = json.loads((REPO / "tests" / "data" / "verify" / "real-cluster.json").read_text())
+    (ds,) = [d for d in data["daemonsets"] if d["metadata"]["name"] == cni("flannel-daemonset-name")]
+    assert ds["metadata"]["namespace"] == cni("flannel-chart-install-namespace")
+    assert ds["metadata"]["labels"] == ds["spec"]["template"]["metadata"]["labels"] == cni("flannel-daemonset-labels")
+    assert ds["spec"]["selector"]["matchLabels"] == cni("flannel-daemonset-selector")
+    pod = ds["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == [cni("flannel-container-name"),
+                                                      cni("flannel-netpol-container-name")]
+    assert pod["tolerations"] == cni("flannel-values-tolerations") and "nodeSelector" not in pod
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [cni("flannel-daemonset-node-affinity")]
+    # every recorded node is one the chart places a pod on, and the recording counts them all ready
+    assert all(n["metadata"]["labels"]["kubernetes.io/os"] == "linux" for n in data["nodes"])
+    assert {t["effect"] for n in data["nodes"] for t in n["spec"].get("taints") or []} <= {
+        t["effect"] for t in cni("flannel-values-tolerations")}
+    assert ds["status"]["desiredNumberScheduled"] == ds["status"]["numberReady"] == len(data["nodes"])
+
+
+def _site_enforcer():
+    """molecule/site/tests/netpol_enforcer.py (the site scenario's test helper), loaded from its file."""
+    import importlib.util
+
+    path = REPO / "molecule" / "site" / "tests" / "netpol_enforcer.py"
+    module_spec = importlib.util.spec_from_file_location("site_netpol_enforcer", path)
+    assert module_spec and module_spec.loader
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def test_the_site_scenario_runs_the_enforcer_as_flannels_add_on_does():
+    """The isolation proof runs what netpol.enabled would add: container, command, args, env, privileges, RBAC."""
+    site = _site_enforcer()
+    docs = {d["kind"]: d for d in site.manifests("https://10.0.0.1:6443")}
+    pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is cni("flannel-daemonset-host-network") is True
+    (container,) = pod["containers"]
+    assert container["name"] == cni("flannel-netpol-container-name")
+    assert container["command"] == [cni("flannel-netpol-command")] == [cni("knp-image-binary")]
+    assert container["args"] == cni("flannel-netpol-args")
+    env = {e["name"]: e for e in container["env"]}
+    want_env = cni("flannel-netpol-env-node-name")
+    assert env[want_env["name"]]["valueFrom"] == {"fieldRef": {"fieldPath": want_env["fieldPath"]}}
+    # the one addition: the API server's address for the in-cluster client (no kube-proxy on the site)
+    assert set(env) - {want_env["name"]} == {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}
+    assert (env["KUBERNETES_SERVICE_HOST"]["value"], env["KUBERNETES_SERVICE_PORT"]["value"]) == ("10.0.0.1", "6443")
+    assert container["securityContext"] == cni("flannel-netpol-security-context")
+    (volume,) = pod["volumes"]
+    assert volume["hostPath"] == {"path": "/lib/modules"}
+    assert docs["ClusterRole"]["rules"] == cni("flannel-clusterrole-rules") + cni("flannel-clusterrole-netpol-rules")
+    # the program's own defaults the stand-in hook and the log reader rely on
+    assert cni("knp-flag-nfqueue-id")["default"] == site.QUEUE
+    # the stand-in's rules: upstream's chain, with v0.8.0's conntrack-state rule for v1.1.1's label rule
+    rules = [" ".join(r) for r in site.standin_rules("10.244.1.0/24")]
+    assert f"--queue-num {site.QUEUE} --queue-bypass" in rules[2] and "-s 10.244.1.0/24" in rules[2]
+    assert "-d 10.244.1.0/24" in rules[3]
+    assert "--ctstate ESTABLISHED,RELATED -j ACCEPT" in rules[1] and "connlabel" not in " ".join(rules)
+    assert cni("knp-v0.8.0-established-rule").startswith("ct state established,related accept")
+    assert "ct label 100" in cni("knp-queue-rules")["rules"][0]
+    assert cni("knp-initial-sync-failure-is-logged-not-fatal") == site.SYNC_FAILED
+    assert site.IMAGE.endswith(":" + versions.KUBE_NETWORK_POLICIES)
+
+
+def test_the_log_reader_pairs_each_verdict_with_its_packet():
+    site = _site_enforcer()
+    lines = cni("knp-verdict-log-lines")
+    log = "\n".join([
+        'I1203 10:00:00.000001 1 logging.go:67] "Evaluating packet" id=7 direction="Egress" srcPod="a/client" '
+        'dstPod="b/server" packet="[7] 10.244.1.5:40000 10.244.2.6:8080 TCP"',
+        f'I1203 10:00:00.000002 1 engine.go:57] "{lines["egress-denied"]}" id=7',
+        'I1203 10:00:00.000003 1 logging.go:67] "Evaluating packet" id=8 direction="Egress" srcPod="a/client" '
+        'dstPod="a/server"',
+        f'I1203 10:00:00.000004 1 engine.go:72] "{lines["accepted"]}" id=8',
+    ])
+    assert site.verdicts(log, "a/client", "b/server") == [lines["egress-denied"]]
+    assert site.verdicts(log, "a/client", "a/server") == [lines["accepted"]]
+    assert site.verdicts(log, "b/server", "a/client") == []
+
+
+def test_the_refusal_of_the_nftables_table_is_read_whole():
+    """klog writes the error on the lines after the message; the site's stand-in needs the kernel's answer."""
+    site = _site_enforcer()
+    failed = cni("knp-initial-sync-failure-is-logged-not-fatal")
+    # as kube-network-policies v1.1.1 logged it on the build machine (a network namespace of its own)
+    log = "\n".join([
+        'I1202 07:18:11.220157   13111 resolver.go:83] nri plugin exited, retrying 9 times in 5 seconds',
+        f'E1202 07:18:11.765384   13111 controller.go:217] "{failed}" err=<',
+        "\tconn.Receive: netlink receive: no such file or directory",
+        "\tnetlink receive: no such file or directory",
+        " >",
+        'I1202 07:18:16.221071   13111 resolver.go:83] nri plugin exited, retrying 8 times in 5 seconds',
+    ])
+    entry = site.sync_refusal(log)
+    assert entry.startswith("E1202") and site.NO_QUEUE_EXPRESSION in entry and "resolver.go" not in entry
+    assert site.sync_refusal(log.replace(failed, "Syncing nftables rules")) == ""
 
 
 def test_host_layer_provides_the_reference_plugins():

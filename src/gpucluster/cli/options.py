@@ -52,7 +52,7 @@ allow_not_measured = click.option(
     "--allow-not-measured", "allow_not_measured", multiple=True, metavar="CHECK[,CHECK...]",
     help="Rows of these checks that cannot be measured do not fail the run (each is still listed with its "
          "reason). Every other unmeasured row fails it. The local world allows "
-         f"{' and '.join(sorted(checks.LOCAL_WORLD))} (it installs no chart), and nothing else.",
+         f"{', '.join(sorted(checks.LOCAL_WORLD))} (it installs no chart), and nothing else.",
 )
 out_dir = click.option(
     "--out-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,

@@ -73,7 +73,8 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     fetched = time.perf_counter()
     # The local world cannot fetch charts: what depends on them is not measured there (a fixed list of
     # checks it allows); its GPU simulator stands in for their node agents.
-    allowed = checks.allowed(user_allowed, local_world=local, chart_repositories=not no_chart_repositories)
+    allowed = checks.allowed(user_allowed, local_world=local, chart_repositories=not no_chart_repositories,
+                             spec=spec)
     results: list[Result] = cluster.run(spec, snap, charts_reachable=not (local or no_chart_repositories),
                                         simulated=local)
     results += followed

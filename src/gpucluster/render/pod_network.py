@@ -8,6 +8,12 @@ of kubeadm's ``networking.podSubnet``, and it refuses a node whose podCIDR lies 
 hands kubeadm (roles/kubernetes_node). flannel's CNI plugin delegates to the reference plugins (bridge,
 host-local, portmap) in /opt/cni/bin, which the host layer installs. ``plugin: none`` leaves the pod
 network to the cluster's owner.
+
+flanneld itself enforces no NetworkPolicy, and the tenants are isolated by NetworkPolicies. With
+``networkPolicyEnforcement: pod-network`` (the default) the chart's ``netpol.enabled`` runs
+kube-network-policies as a second container of flannel's DaemonSet (``kube-flannel-ds``), with the
+ClusterRole rules it needs (flannel v0.28.10 ``chart/kube-flannel/templates/daemonset.yaml`` lines
+124-149, ``rbac.yaml`` lines 22-38); ``bring-your-own`` and ``none`` leave it off.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from gpucluster.spec.model import ChartRef, ClusterSpec
 
 #: Every other release waits for this one: their pods (and Helm's wait for them) need pod networking.
 BEFORE_OTHER_RELEASES = True
+#: What the chart creates (names fixed by its templates, not by values): flannel's DaemonSet, and the
+#: container ``netpol.enabled`` adds to it (tests/upstream/facts/cni.yaml).
+DAEMONSET = "kube-flannel-ds"
+NETPOL_CONTAINER = "kube-network-policies"
 #: flannel's chart installs no CRD we render objects of.
 CHART_KINDS: tuple[Kind, ...] = ()
 AFTER_KINDS: dict[Kind, Kind] = {}
@@ -32,9 +42,15 @@ def objects(spec: ClusterSpec) -> list[Obj]:
     return []
 
 
+def enforces_network_policy(spec: ClusterSpec) -> bool:
+    """Whether the pod network installed here runs a NetworkPolicy enforcer (flannel's add-on)."""
+    return enabled(spec) and spec.networking.pod_network.network_policy_enforcement == "pod-network"
+
+
 def values(spec: ClusterSpec) -> dict:
     net = spec.networking.pod_network
-    return {"podCidr": spec.kubernetes.pod_subnet, "flannel": {"backend": net.backend}}
+    return {"podCidr": spec.kubernetes.pod_subnet, "flannel": {"backend": net.backend},
+            "netpol": {"enabled": enforces_network_policy(spec)}}
 
 
 def after(spec: ClusterSpec) -> list[str]:

@@ -567,6 +567,15 @@ class PodNetwork(Model):
     backend: Literal["vxlan", "host-gw", "wireguard", "udp"] = Field(
         default="vxlan", description="flannel backend (host-gw needs every node on one L2 segment)."
     )
+    network_policy_enforcement: Literal["pod-network", "bring-your-own", "none"] = Field(
+        default="pod-network",
+        description="What enforces the tenants' NetworkPolicies. pod-network: the pod network installed here "
+        "does (flannel with its kube-network-policies add-on, the chart's netpol.enabled); bring-your-own: "
+        "the cluster's owner runs an enforcer gpucluster does not install (a policy-enforcing CNI with "
+        "plugin: none, or a separate one), which verify cannot measure; none: nothing does (flannel without "
+        "the add-on), allowed only without tenants. A NetworkPolicy nothing enforces isolates nobody: with "
+        "tenants, plugin: none needs bring-your-own and none is refused.",
+    )
 
 
 class Networking(Model):

@@ -280,6 +280,17 @@ _ALL: list[Tool] = [
         ldflags=(f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO}",),
         version_text=f"Version: {VOLCANO}\n",
     ),
+    # The NetworkPolicy enforcer of the flannel chart's netpol add-on, for the Molecule site scenario's
+    # isolation proof (molecule/site/tests/test_isolation.py runs it from an image archive, as the chart
+    # does). It prints no version: gpucluster.airgap reads the module version Go records in the binary.
+    Tool(
+        name="kube-network-policies",
+        version=versions.KUBE_NETWORK_POLICIES,
+        module="kube-network-policies",
+        package="sigs.k8s.io/kube-network-policies/cmd/kube-network-policies/standard",
+        version_args=(),
+        optional=True,
+    ),
     # NVIDIA's own GFD / device-plugin code (k8s-device-plugin, the release the GPU Operator deploys)
     # over a mock NVML: the GPU simulator asks it what the node agents would publish, so the local
     # world needs it. cgo: go-nvml's bindings (dlopen only; the mock never loads libnvidia-ml).

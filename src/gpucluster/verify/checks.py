@@ -9,6 +9,10 @@ pytest suite fail on it unless its check is *allowed* to be unmeasured, one chec
 - by ``--no-chart-repositories``, where the operators' releases are not installed on purpose:
   :data:`NO_CHART_REPOSITORIES`.
 
+Nothing else is allowed by default. ``networkPolicyEnforcement: bring-your-own`` leaves the
+``network-policy-enforcer`` row not measured (gpucluster does not know the owner's enforcer): the operator
+who declared it says so again with ``--allow-not-measured network-policy-enforcer``, or the run fails on it.
+
 Every allowed row is still listed, with its own reason and who allowed it. ``tests/unit/test_check_coverage.py``
 keeps :data:`CHECKS` equal to the ids the source emits.
 """
@@ -16,8 +20,12 @@ keeps :data:`CHECKS` equal to the ids the source emits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from gpucluster.errors import InputError
+
+if TYPE_CHECKING:
+    from gpucluster.spec.model import ClusterSpec
 
 #: Check id -> what it compares (docs/verification.md has the source and the proving fault of each).
 CHECKS: dict[str, str] = {
@@ -39,6 +47,7 @@ CHECKS: dict[str, str] = {
     "tenant-limitrange": "each tenant's LimitRange",
     "tenant-queue": "each tenant's Volcano queue",
     "tenant-security": "Pod Security labels and NetworkPolicies of each tenant namespace",
+    "network-policy-enforcer": "flannel's NetworkPolicy add-on (kube-network-policies) runs, ready on every host",
     "tenant-admission": "tenant admission policies, bindings and namespace allowances",
     "tenant-rbac": "what each tenant group may do, asked of the authorizer",
     "priority-classes": "the spec's PriorityClasses, and no other global default",
@@ -60,10 +69,13 @@ CHECKS: dict[str, str] = {
 }
 
 #: What the local world leaves unmeasured, and why: it installs no chart (its GPU simulator stands in for
-#: the operators' node agents, so every device row is still measured). Nothing else is allowed there.
+#: the operators' node agents, so every device row is still measured; nothing stands in for flannel and its
+#: NetworkPolicy enforcer). Nothing else is allowed there.
 LOCAL_WORLD: dict[str, str] = {
     "daemonsets-ready": "the local world installs no chart: no operator DaemonSet runs there",
     "charts-installed": "the local world installs no chart from a repository (none can be fetched)",
+    "network-policy-enforcer": "the local world installs no chart: flannel and its NetworkPolicy add-on do not run "
+                               "there (its kwok nodes have no pod network)",
 }
 
 #: What ``--no-chart-repositories`` leaves unmeasured: the operators' releases and what their node agents
@@ -78,6 +90,8 @@ NO_CHART_REPOSITORIES: dict[str, str] = {
     "deviceclass-matches": "--no-chart-repositories: no DRA device is published to match",
     "gpu-health": "--no-chart-repositories: neither the DCGM exporter nor the GPU Operator's validator runs",
     "tenant-queue": "--no-chart-repositories: Volcano's chart, which brings the Queue CRD, is not installed",
+    "network-policy-enforcer": "--no-chart-repositories: flannel's chart, whose add-on enforces NetworkPolicies, "
+                               "is not installed",
 }
 
 #: Who allowed the rows of a user's list.
@@ -95,12 +109,18 @@ def parse(values: Iterable[str], option: str = "--allow-not-measured") -> dict[s
 
 
 def allowed(user: Mapping[str, str] | Iterable[str] = (), *, local_world: bool = False,
-            chart_repositories: bool = True) -> dict[str, str]:
-    """Every check a run may leave unmeasured, with who allowed it (the user's reason wins)."""
+            chart_repositories: bool = True, spec: ClusterSpec | None = None) -> dict[str, str]:
+    """Every check a run may leave unmeasured, with who allowed it (the user's reason wins).
+
+    With ``spec``: where it brings its own NetworkPolicy enforcer, a missing chart is not why
+    ``network-policy-enforcer`` is unmeasured, so neither chart allowance covers it (only the user's does).
+    """
     out: dict[str, str] = {}
     if local_world:
         out.update(LOCAL_WORLD)
     if not chart_repositories:
         out.update(NO_CHART_REPOSITORIES)
+    if spec is not None and spec.networking.pod_network.network_policy_enforcement == "bring-your-own":
+        out.pop("network-policy-enforcer", None)
     out.update(user if isinstance(user, Mapping) else dict.fromkeys(user, BY_USER))
     return out

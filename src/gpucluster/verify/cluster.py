@@ -20,6 +20,8 @@ from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.upstream import DRA_DRIVER, DRA_EXTENDED_CLASS, MIG_DEVICE_NAME, counter_set_name
 from gpucluster.verify import dra_claims
+from gpucluster.verify.daemonsets import daemonset_row
+from gpucluster.verify.isolation import enforcer_checks
 from gpucluster.verify.model import Result, compare, differences, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
@@ -380,41 +382,7 @@ def daemonset_checks(spec: ClusterSpec, snap: Snapshot, *,
                 yield fail("daemonsets-ready", subject, f"{len(hosts)} scheduled, {len(hosts)} ready", "missing",
                            "the operator did not create it")
             continue
-        yield _daemonset_row(subject, ds, len(hosts))
-
-
-def _daemonset_row(subject: str, ds: dict, hosts: int) -> Result:
-    """One DaemonSet against the ``hosts`` it must cover: its controller has seen its newest spec, and every
-    pod it should run is scheduled on the right nodes, at that spec, ready and available."""
-    st = ds.get("status") or {}
-    n = {k: int(st.get(k) or 0) for k in ("desiredNumberScheduled", "currentNumberScheduled", "updatedNumberScheduled",
-                                          "numberReady", "numberAvailable", "numberMisscheduled")}
-    want = f"{hosts} scheduled, {hosts} ready"
-    got = f"{n['desiredNumberScheduled']} scheduled, {n['numberReady']} ready"
-    generation, observed = (ds.get("metadata") or {}).get("generation"), st.get("observedGeneration")
-    problems = []
-    if generation is not None and observed != generation:
-        problems.append(f"status is stale: observedGeneration {observed} behind generation {generation} (the "
-                        "controller has not acted on the newest spec)")
-    if n["desiredNumberScheduled"] != hosts:
-        problems.append("scheduled on other nodes than the spec's (node selector, labels or taints?)")
-    if n["numberMisscheduled"]:
-        problems.append(f"{n['numberMisscheduled']} pod(s) on nodes that should not run one")
-    behind = {k: v for k, v in n.items() if k in ("currentNumberScheduled", "updatedNumberScheduled", "numberReady",
-                                                  "numberAvailable") and v != hosts}
-    if behind and n["desiredNumberScheduled"] == hosts:
-        problems.append("pods not " + ", ".join(sorted({"currentNumberScheduled": "scheduled",
-                                                        "updatedNumberScheduled": "updated to the newest spec",
-                                                        "numberReady": "ready",
-                                                        "numberAvailable": "available"}[k] for k in behind)) +
-                        " (" + ", ".join(f"{k}={v}" for k, v in sorted(behind.items())) + ")")
-    if problems:
-        whole = (f"{n['desiredNumberScheduled']} scheduled ({n['currentNumberScheduled']} current, "
-                 f"{n['updatedNumberScheduled']} updated, {n['numberMisscheduled']} misscheduled), "
-                 f"{n['numberReady']} ready, {n['numberAvailable']} available, observed generation {observed} of "
-                 f"{generation}")
-        return fail("daemonsets-ready", subject, want, whole, "; ".join(problems))
-    return ok("daemonsets-ready", subject, want, got)
+        yield daemonset_row(subject, ds, len(hosts))
 
 
 #: The PriorityClass fields that decide scheduling (the rest is metadata).
@@ -701,5 +669,6 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
             *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, charts_reachable=charts_reachable),
             *tenant_checks(spec, snap), *security_checks(spec, snap),
+            *enforcer_checks(spec, snap, charts_reachable=charts_reachable),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
             *alert_checks(spec, snap), *chart_checks(spec, snap, charts_reachable=charts_reachable)]

@@ -50,7 +50,8 @@ def allowed(config: pytest.Config) -> dict[str, str]:
         try:
             user = checks.parse(config.getoption("--gpucluster-allow-not-measured"),
                                 "--gpucluster-allow-not-measured")
-            config.stash[_ALLOWED] = checks.allowed(user, local_world=inventory.is_local(spec_of(config)))
+            spec = spec_of(config)
+            config.stash[_ALLOWED] = checks.allowed(user, local_world=inventory.is_local(spec), spec=spec)
         except GpuclusterError as err:
             problem = str(err)
         if problem:

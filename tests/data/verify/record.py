@@ -13,7 +13,9 @@ Writes two recordings of ``inventories/local`` (what `gpucluster verify` fetches
 - ``real-cluster.json``: the same world given what a real cluster adds and the local world cannot run
   (upstream charts cannot be fetched here): the operators' DaemonSets as their charts name and select
   them (tests/upstream/facts: gpu-operator ``daemonsets``, the DRA driver's kubelet plugin, the RDMA
-  plugin), scheduled and counted by the real DaemonSet controller on the kwok nodes; Helm's release
+  plugin) and flannel's DaemonSet with its NetworkPolicy add-on's container (``cni.yaml``: the chart's
+  name, labels, node affinity and tolerations, the container ``netpol.enabled`` adds), scheduled and
+  counted by the real DaemonSet controller on the kwok nodes; Helm's release
   record for every release, written in Helm's own format (helm v3.18.6 pkg/storage/driver) with the
   pinned chart and the values the stacks install it with; and the DCGM exporter pods' ``/metrics``.
   The exporter pods run on kwok nodes, where the API server's proxy cannot reach them: their text is
@@ -103,6 +105,29 @@ def operator_daemonsets(spec: Any) -> list[dict[str, Any]]:
             "spec": {"selector": {"matchLabels": app}, "template": _pod_template(
                 app, fact("network-operator", "rdma-dp-daemonset-node-selector"), ["rdma-shared-dp"])}})
     return out
+
+
+def pod_network_daemonsets(spec: Any) -> list[dict[str, Any]]:
+    """flannel's DaemonSet as its pinned chart names and places it (flannel v0.28.10
+    chart/kube-flannel/templates/daemonset.yaml), with the kube-network-policies container where the values
+    we install the chart with turn its ``netpol.enabled`` guard on."""
+    from gpucluster.render import pod_network
+
+    if not pod_network.enabled(spec):
+        return []
+    containers = [fact("cni", "flannel-container-name")]
+    if pod_network.values(spec)["netpol"]["enabled"]:
+        containers.append(fact("cni", "flannel-netpol-container-name"))
+    labels = fact("cni", "flannel-daemonset-labels")
+    template = _pod_template(labels, {}, containers)
+    del template["spec"]["nodeSelector"]
+    template["spec"]["tolerations"] = fact("cni", "flannel-values-tolerations")
+    template["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [fact("cni", "flannel-daemonset-node-affinity")]}]}}}
+    meta = {"name": fact("cni", "flannel-daemonset-name"), "namespace": spec.networking.pod_network.namespace,
+            "labels": dict(labels)}
+    return [{"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta, "spec": {
+        "selector": {"matchLabels": fact("cni", "flannel-daemonset-selector")}, "template": template}}]
 
 
 def helm_records(spec: Any) -> list[dict[str, Any]]:
@@ -200,7 +225,7 @@ def record(out_dir: Path) -> None:
             settled(spec, kubeconfig)
             snap = cluster.fetch(spec, kubeconfig, simulated=True)
             (out_dir / "local-world.json").write_text(json.dumps(to_data(snap), indent=1, sort_keys=True) + "\n")
-            daemonsets = operator_daemonsets(spec)
+            daemonsets = [*operator_daemonsets(spec), *pod_network_daemonsets(spec)]
             # --force-conflicts: the monitoring add-on's stand-in exporter DaemonSet becomes the operator's
             kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "--field-manager=gpucluster-record",
                     "-f", "-", stdin=yaml.safe_dump_all([*daemonsets, *helm_records(spec)]))

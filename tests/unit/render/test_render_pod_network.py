@@ -11,7 +11,7 @@ def test_flannel_release_pinned_with_the_pod_subnet(lab):
     rels = {r.name: r for r in render(lab).releases}
     rel = rels["pod-network"]
     assert rel.namespace == "kube-flannel"
-    assert rel.values == {"podCidr": "10.128.0.0/14", "flannel": {"backend": "vxlan"}}
+    assert rel.values == {"podCidr": "10.128.0.0/14", "flannel": {"backend": "vxlan"}, "netpol": {"enabled": True}}
 
 
 def test_every_other_release_waits_for_the_pod_network(lab):
@@ -37,3 +37,16 @@ def test_plugin_none_installs_no_pod_network(lab):
 def test_backend_choice_reaches_the_values(lab):
     lab.networking.pod_network.backend = "host-gw"
     assert pod_network.values(lab)["flannel"] == {"backend": "host-gw"}
+
+
+def test_the_network_policy_add_on_runs_only_where_flannel_is_to_enforce(lab):
+    assert lab.tenants  # the lab's tenants are isolated by NetworkPolicies: the default enforces them
+    assert pod_network.values(lab)["netpol"] == {"enabled": True}
+    assert pod_network.enforces_network_policy(lab)
+    # an enforcer of the owner's next to flannel: flannel's own stays off (two would judge every packet)
+    lab.networking.pod_network.network_policy_enforcement = "bring-your-own"
+    assert pod_network.values(lab)["netpol"] == {"enabled": False}
+    assert not pod_network.enforces_network_policy(lab)
+    lab.networking.pod_network.network_policy_enforcement = "pod-network"
+    lab.networking.pod_network.plugin = "none"
+    assert not pod_network.enforces_network_policy(lab)  # no pod network of ours, no add-on

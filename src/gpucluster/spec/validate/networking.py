@@ -41,6 +41,7 @@ def check(spec: ClusterSpec, c: Collector) -> None:
 
 
 def _pod_network(spec: ClusterSpec, c: Collector) -> None:
+    _policy_enforcement(spec, c)
     if spec.networking.pod_network.plugin != "flannel":
         return
     try:
@@ -50,6 +51,24 @@ def _pod_network(spec: ClusterSpec, c: Collector) -> None:
     if subnet.version != 4:
         c.error("kubernetes.podSubnet", f"flannel's podCidr is IPv4, but podSubnet is {subnet}",
                 "use an IPv4 podSubnet, or networking.podNetwork.plugin: none with a CNI of your own")
+
+
+def _policy_enforcement(spec: ClusterSpec, c: Collector) -> None:
+    """Tenants are isolated by NetworkPolicies: something must enforce them, or every tenant reaches every other."""
+    net = spec.networking.pod_network
+    if not spec.tenants:
+        return
+    path = "networking.podNetwork.networkPolicyEnforcement"
+    tenants = f"{len(spec.tenants)} tenant(s) ({', '.join(t.name for t in spec.tenants)})"
+    if net.network_policy_enforcement == "none":
+        c.error(path, f"none: nothing enforces the NetworkPolicies that isolate the {tenants}, so every tenant "
+                "could reach every other tenant's pods", "use pod-network (flannel's kube-network-policies "
+                "add-on), or bring-your-own if the cluster runs an enforcer of its own")
+    elif net.plugin == "none" and net.network_policy_enforcement == "pod-network":
+        c.error(path, f"pod-network, but plugin: none installs no pod network, so nothing gpucluster installs "
+                f"enforces the NetworkPolicies that isolate the {tenants}",
+                "if the cluster's own CNI (or a separate enforcer) enforces NetworkPolicy, say so with "
+                "networkPolicyEnforcement: bring-your-own; otherwise use plugin: flannel")
 
 
 def _ip_pool(spec: ClusterSpec, c: Collector, base: str, net: SecondaryNetwork) -> None:
