@@ -77,8 +77,9 @@ class Failed(GpuclusterError):
 
 
 class DriftFound(Failed):
-    """``drift`` looked and found objects of the stacks changed outside them (already listed). Exit 5, apart
-    from 1 (a failure) and 2 (bad input), so that a nightly job can tell "drift" from "broken"."""
+    """``drift`` found objects of the stacks changed outside them, or ``plan`` changes pending (already
+    listed). Exit 5, apart from 1 (a failure) and 2 (bad input), so that a nightly job or a merge gate can
+    tell "differs" from "broken"."""
 
     exit_code = 5
 

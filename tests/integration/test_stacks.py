@@ -257,6 +257,36 @@ def test_a_create_the_state_lost_is_taken_back_only_when_the_creates_journal_nam
     assert not engine.journal.exists()
 
 
+def test_plan_lists_the_quota_change_field_by_field_and_exits_5_and_0_when_converged(cold, lw: Cluster, cli,
+                                                                                       tmp_path):
+    """`gpucluster plan` from the engine's own preview: on the converged state nothing is pending (exit 0);
+    with one tenant's GPU quota raised, exactly that ResourceQuota is an update, its changed paths named with
+    old and new values (exit 5), in plan.json and plan.md under --out-dir. Nothing is applied."""
+    _, state, _ = cold
+
+    def raise_quota(data):
+        data["tenants"][0]["quota"]["gpus"] = 24
+
+    base = ("plan", "--world-dir", lw.state_dir, "--state-dir", state)
+    same = cli(*base, "-i", LOCAL, "-o", "json")
+    assert same.exit_code == 0, same.stderr[-3000:]
+    assert json.loads(same.stdout)["changes"] == 0
+    out = tmp_path / "pr"
+    more = cli(*base, "-i", _variant(tmp_path, "more-gpus", raise_quota), "-o", "json", "--out-dir", out)
+    assert more.exit_code == 5, more.stderr[-3000:]
+    doc = json.loads(more.stdout)
+    assert doc == json.loads((out / "plan.json").read_text()) and doc["changes"] == 1
+    (tenants,) = [s for s in doc["stacks"] if s["stack"] == "tenants"]
+    (quota,) = tenants["objects"]
+    assert (quota["op"], quota["object"]) == ("update", "resourcequota/ml-research/gpucluster-quota")
+    by_path = {f["path"]: (f["old"], f["new"]) for f in quota["fields"]}
+    assert by_path['spec.hard["requests.nvidia.com/gpu"]'] == ("16", "24")
+    assert all(v == ("16", "24") for v in by_path.values()), by_path
+    assert 'update | `resourcequota/ml-research/gpucluster-quota`' in (out / "plan.md").read_text()
+    # nothing applied: the next plan on the unchanged spec is still empty
+    assert json.loads(cli(*base, "-i", LOCAL, "-o", "json").stdout)["changes"] == 0
+
+
 def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluster, tmp_path):
     _, state, _ = cold
 

@@ -74,7 +74,7 @@ def _no_inventory_env(monkeypatch):
 NEEDS = {
     "validate": [], "render": ["--out-dir", "{tmp}/bundle"], "up": [], "down": ["--yes"],
     "verify": [], "doctor pod": ["ns/pod"], "doctor pending": ["-n", "ns"], "drain": ["n1"],
-    "cost": ["--snapshot", "{tmp}/none.csv"], "drift": [],
+    "cost": ["--snapshot", "{tmp}/none.csv"], "drift": [], "plan": [],
 }
 #: Commands with -o json that read no inventory (their errors are covered by the usage-error test).
 NO_INVENTORY = {"catalog", "init", "images build", "local status", "tools list"}
@@ -103,7 +103,7 @@ def test_a_missing_inventory_is_one_json_document_and_exit_2(command, tmp_path, 
     message = doc["error"]["message"] if command != "validate" else doc["problems"][0]["message"]
     assert "nowhere" in message and "no such file" in message
     if command != "validate":
-        kind = "PhaseFailed" if command in ("up", "down") else "InputError"  # up/down name their failed phase
+        kind = "PhaseFailed" if command in ("up", "down", "plan") else "InputError"  # up/down/plan name the phase
         assert doc["command"] == command and doc["error"]["exitCode"] == 2 and doc["error"]["kind"] == kind
     assert "no such file" in err  # the message for people stays on stderr
 

@@ -228,4 +228,42 @@ def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir
                          "them back by itself (docs/stacks.md, \"A converged re-run\")")
 
 
-commands = [up, down, drift]
+@click.command("plan")
+@options.inventory
+@options.output("text", "json")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where stack state lives (file backend), as given to `up` [default: ~/.local/state/gpucluster].")
+@options.world_dir
+@options.cluster
+@options.no_chart_repositories
+@click.option("--out-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write plan.md and plan.json there (for a pull request); files of those names that "
+                   "`gpucluster plan` did not write are refused.")
+def plan(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+         kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, out_dir: Path | None) -> None:
+    """What `up` would change in the stacks, object by object with each changed field; change nothing.
+
+    The engine's preview of both stacks (the host layer is not run). Text: the plan as Markdown; json:
+    plan.json. Exit 0: no changes; 5: changes pending; 2: bad input, or an object the stacks would create
+    that exists and is not theirs (as `up`); 1: the preview failed.
+    """
+    _announce("plan", inventory, state_dir, world_dir, kubeconfig, context)
+    from gpucluster.errors import DriftFound
+    from gpucluster.pulumi import planfile
+
+    report = flow.run_up(inventory, dry_run=True, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
+                         verify=False, context=context, hosts=False,
+                         chart_repositories=not no_chart_repositories, quiet=True)
+    doc = planfile.document(report.environment, report.stacks)
+    if out_dir is not None:
+        written = planfile.write(out_dir, doc)
+        click.echo(f"wrote {', '.join(map(str, written))}", err=True)
+    if output == "json":
+        jsonout.emit(doc)
+    else:
+        click.echo(planfile.markdown(doc), nl=False)
+    if doc["changes"]:
+        raise DriftFound(f"{doc['changes']} change(s) pending: `gpucluster up` would make them")
+
+
+commands = [up, down, drift, plan]

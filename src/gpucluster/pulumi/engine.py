@@ -39,6 +39,8 @@ class Counts:
     changes: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     inputs_unchanged: bool = False
+    #: A preview's steps other than ``same``, one per resource (:func:`_step`): what ``plan`` writes.
+    steps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def changed(self) -> int:
@@ -50,7 +52,9 @@ class Counts:
                 "created": c.get("create", 0), "updated": c.get("update", 0) + c.get("replace", 0),
                 "deleted": c.get("delete", 0), "same": c.get("same", 0),
                 # objects adopted (`up --adopt`): taken into the state, not created
-                "imported": c.get("import", 0), "inputs_unchanged": self.inputs_unchanged}
+                "imported": c.get("import", 0), "inputs_unchanged": self.inputs_unchanged,
+                # a preview's steps, object by object (what `gpucluster plan` writes)
+                **({"steps": self.steps} if self.operation == "preview" else {})}
 
 
 def _version_of(cli: str) -> tuple[int, ...]:
@@ -188,8 +192,14 @@ class Engine:
 
         failed: list[str] = []
         summary: dict[str, int] = {}
+        steps: list[dict[str, Any]] = []
 
         def on_event(event: Any) -> None:
+            pre = getattr(event, "resource_pre_event", None)
+            if pre is not None and operation == "preview":
+                step = _step(pre.metadata)
+                if step is not None:
+                    steps.append(step)
             if getattr(event, "summary_event", None) is not None:
                 summary.update({k: int(v) for k, v in (event.summary_event.resource_changes or {}).items()})
             diag = getattr(event, "diagnostic_event", None)
@@ -225,7 +235,8 @@ class Engine:
         if operation == "up":
             fingerprint.remember(self.work_dir(name), inputs, fingerprint.state_digest(self._state_files(name)),
                                  len(self._checkpoint(name).get("resources") or []))
-        return Counts(name, operation, {k: int(v) for k, v in changes.items()}, time.monotonic() - start)
+        return Counts(name, operation, {k: int(v) for k, v in changes.items()}, time.monotonic() - start,
+                      steps=steps)
 
     # -- converged re-runs ----------------------------------------------------------------------
     @property
@@ -381,6 +392,37 @@ def _engine_children() -> list[int]:
         if ppid == me and comm.startswith("pulumi"):
             found.append(int(stat.parent.name))
     return found
+
+
+def _step(meta: Any) -> dict[str, Any] | None:
+    """One preview step as plain data: operation, URN, type, and each changed input path with its kind
+    (``add``/``update``/``delete``, ``-replace`` when it forces a replacement), old and new value; None for
+    ``same`` and for steps that are not objects' (the stack, components, the provider)."""
+    op = str(getattr(meta.op, "value", meta.op))
+    if op in ("same", "read", "refresh", "discard") or not str(meta.type).startswith("kubernetes:"):
+        return None
+    old = (meta.old.inputs if meta.old is not None else None) or {}
+    new = (meta.new.inputs if meta.new is not None else None) or {}
+    fields = []
+    for path, diff in sorted((meta.detailed_diff or {}).items()):
+        kind = str(getattr(diff.diff_kind, "value", diff.diff_kind))
+        fields.append({"path": path, "kind": kind, "old": _at_path(old, path), "new": _at_path(new, path)})
+    return {"op": op, "urn": meta.urn, "type": meta.type, "name": meta.urn.rsplit("::", 1)[-1], "fields": fields}
+
+
+def _at_path(value: Any, path: str) -> Any:
+    """The value at a Pulumi property path (``spec.hard["requests.nvidia.com/gpu"]``, ``a.b[0]``); None if absent."""
+    import re
+
+    for part in re.findall(r'\["((?:[^"\\]|\\.)*)"\]|\[(\d+)\]|([^.\[\]]+)', path):
+        key, index, word = part
+        if isinstance(value, dict) and (key or word) in value:
+            value = value[key or word]
+        elif isinstance(value, list) and index and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return None
+    return value
 
 
 #: Stands in for the history entry ``Stack.up``/``destroy`` insist on reading back (see ``run``).
