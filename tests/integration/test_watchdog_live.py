@@ -187,14 +187,22 @@ def controller_moved(world: Cluster, state: str, seconds_ago: float = 0) -> None
 
 
 def driver_pod(world: Cluster) -> dict:
+    pod = driver_pod_now(world)
+    assert pod is not None, "no driver pod (not being deleted) in the operator's namespace"
+    return pod
+
+
+def driver_pod_now(world: Cluster) -> dict | None:
+    """The driver pod not being deleted, or None between a deleted pod and the one the DaemonSet makes next."""
     pods = world.get("pods", "-n", OPERATOR_NS, "-l", "app=nvidia-driver-daemonset")["items"]
-    return next(p for p in pods if not p["metadata"].get("deletionTimestamp"))
+    return next((p for p in pods if not p["metadata"].get("deletionTimestamp")), None)
 
 
 def test_driver_upgrade_done_failed_jumped_recovered_and_stuck(world: Cluster,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     world.apply(driver_daemonset("nvcr.io/nvidia/driver:580.95.05"))
-    wait_for("driver pod Running", lambda: driver_pod(world)["status"].get("phase") == "Running")
+    wait_for("driver pod Running",
+             lambda: (p := driver_pod_now(world)) is not None and p["status"].get("phase") == "Running")
     controller_moved(world, "upgrade-done")
     row = verify(world, "l4-1", capsys)["driver-upgrade"]
     assert row["verdict"] == "pass", row
@@ -210,8 +218,9 @@ def test_driver_upgrade_done_failed_jumped_recovered_and_stuck(world: Cluster,
     assert row["verdict"] == "fail" and "straight to upgrade-done" in row["reason"], row
     # the recovery: the driver pod restarts at the new revision, the controller goes through uncordon-required
     world.kubectl("delete", "pod", "-n", OPERATOR_NS, driver_pod(world)["metadata"]["name"], "--wait=false")
-    wait_for("driver pod at the new revision, Running", lambda: (p := driver_pod(world))["metadata"]["labels"].get(
-        "controller-revision-hash") != old and p["status"].get("phase") == "Running", timeout=60)
+    wait_for("driver pod at the new revision, Running", lambda: (p := driver_pod_now(world)) is not None and p[
+        "metadata"]["labels"].get("controller-revision-hash") != old and p["status"].get("phase") == "Running",
+        timeout=120)  # the DaemonSet controller's recreate, on a busy 2-core machine
     controller_moved(world, "uncordon-required")
     controller_moved(world, "upgrade-done")
     row = verify(world, "l4-1", capsys)["driver-upgrade"]
