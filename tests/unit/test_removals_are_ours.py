@@ -3,7 +3,8 @@
 - ``atomic.write``: on failure, the temporary file that call created (O_EXCL, a fresh random name);
 - ``local.addons.Ledger.forget``: one add-on's record (``components.json``) in its own folder;
 - ``pulumi.fingerprint.forget``: the record of the last update (``gpucluster-last-update.json``);
-- ``scaffold.write`` (``gpucluster init``): on failure, the staging folder that call made with mkdtemp.
+- ``scaffold.write`` (``gpucluster init``): on failure, the staging folder that call made with mkdtemp;
+- ``pulumi.ownership.write_journal``: the creates journal (``creates.json``) once nothing is left in it.
 """
 
 from __future__ import annotations
@@ -83,3 +84,39 @@ def test_a_failed_init_removes_its_own_staging_folder_only(tmp_path: Path, monke
         scaffold.write(tmp_path / "prod")
     assert sorted(os.listdir(tmp_path)) == before
     assert (lookalike / "cluster.yaml").read_text() == "mine\n"
+
+
+def test_an_emptied_creates_journal_removes_only_the_journal(tmp_path: Path) -> None:
+    from gpucluster.pulumi import ownership
+    from gpucluster.pulumi.ownership import Ref
+
+    work = tmp_path / "work"
+    journal = work / ownership.JOURNAL
+    ownership.write_journal(journal, {Ref("Namespace", "", "ml")})
+    for name in ("creates.json.bak", "creates.jsonl", "platform/creates.json"):  # look-alikes stay
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text('{"creates": []}')
+    before = {k: v for k, v in _tree(tmp_path).items() if k != f"work/{ownership.JOURNAL}"}
+    assert ownership.write_journal(journal, []) and not journal.exists()
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("content", ["my notes", '{"mine": true}', '["creates"]'])
+def test_a_file_at_the_journals_path_that_is_no_journal_is_not_removed(tmp_path: Path, content: str) -> None:
+    from gpucluster.pulumi import ownership
+
+    path = tmp_path / ownership.JOURNAL
+    path.write_text(content)
+    assert not ownership.write_journal(path, [])
+    assert path.read_text() == content
+
+
+def test_a_link_at_the_journals_path_is_not_removed_nor_its_target(tmp_path: Path) -> None:
+    from gpucluster.pulumi import ownership
+
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"creates": []}')
+    link = tmp_path / ownership.JOURNAL
+    link.symlink_to(target)
+    assert not ownership.write_journal(link, [])
+    assert link.is_symlink() and target.read_text() == '{"creates": []}'

@@ -196,11 +196,16 @@ def ask_before_deleting(plan: Teardown, *, show: bool = False, stdin: TextIO | N
     return click.confirm("Delete them?", default=False, err=True)
 
 
+#: --state-dir of the commands that read the state `up` wrote (drift, plan).
+_state_dir_as_given_to_up = click.option(
+    "--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Where stack state lives (file backend), as given to `up` [default: ~/.local/state/gpucluster].")
+
+
 @click.command("drift")
 @options.inventory
 @options.output("text", "json")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where stack state lives (file backend), as given to `up` [default: ~/.local/state/gpucluster].")
+@_state_dir_as_given_to_up
 @options.world_dir
 @options.cluster
 def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
@@ -231,8 +236,7 @@ def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir
 @click.command("plan")
 @options.inventory
 @options.output("text", "json")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where stack state lives (file backend), as given to `up` [default: ~/.local/state/gpucluster].")
+@_state_dir_as_given_to_up
 @options.world_dir
 @options.cluster
 @options.no_chart_repositories

@@ -3,8 +3,10 @@
 ``gpucluster up`` never refreshes (docs/stacks.md): an object someone edited or deleted is not taken
 back, and nothing says so. ``gpucluster drift`` reads, for every object a stack's state records, the
 inputs the stack last applied and asks the API server what applying them again would do: a server-side
-apply with ``dryRun=All`` (nothing is stored: kubernetes v1.37 ``staging/src/k8s.io/apiserver/pkg/
-endpoints/handlers/patch.go`` runs the whole admission chain and skips only the storage write) under the
+apply with ``dryRun=All`` (nothing is stored: k8s.io/apiserver v0.37.2, the library of kube-apiserver
+v1.37.2, ``pkg/endpoints/handlers/patch.go`` passes the dry run to admission and to the store, and
+``pkg/registry/generic/registry/dryrun.go`` ``GuaranteedUpdate`` returns the updated object without
+writing it) under the
 field manager the Kubernetes provider used for that object (``__fieldManager`` in the state's outputs,
 pulumi-kubernetes v4.25.0 ``provider/pkg/provider/provider.go`` ``fieldManagerName``), forced as the
 provider's own apply is. Where the answer differs from the live object *at a field the inputs set*, that
@@ -179,14 +181,11 @@ def _compare(report: Drift, stack: str, inputs: dict[str, Any], outputs: Mapping
         report.not_compared.append({"stack": stack, "object": label,
                                     "reason": f"the cluster does not serve {kind} ({api_version}) any more"})
         return
-    report.compared += 1
     live = api.get(path)
-    if live is None:
-        report.drifted.append(Drifted(stack, label, "deleted"))
-        return
     recorded_uid = (outputs.get("metadata") or {}).get("uid")
-    if recorded_uid and (live.get("metadata") or {}).get("uid") != recorded_uid:
-        report.drifted.append(Drifted(stack, label, "re-made"))
+    if live is None or (recorded_uid and (live.get("metadata") or {}).get("uid") != recorded_uid):
+        report.compared += 1
+        report.drifted.append(Drifted(stack, label, "deleted" if live is None else "re-made"))
         return
     manager = str(outputs.get("__fieldManager") or "")
     if not manager:  # a resource the provider applied records its manager; without it, ask as gpucluster
@@ -198,10 +197,10 @@ def _compare(report: Drift, stack: str, inputs: dict[str, Any], outputs: Mapping
     try:
         ours = api.dry_run_apply(path, inputs, manager)
     except ApiError as err:  # refused (a webhook, an immutable field): we cannot say what applying would do
-        report.compared -= 1
         report.not_compared.append({"stack": stack, "object": label,
                                     "reason": f"the API server refused a dry-run apply: {str(err)[:300]}"})
         return
+    report.compared += 1
     fields = changed_fields(inputs, ours, live)
     if fields:
         group = api_version.split("/")[0] if "/" in api_version else ""

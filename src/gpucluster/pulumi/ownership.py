@@ -203,17 +203,28 @@ def read_journal(path: Path) -> set[Ref]:
 
 
 def write_journal(path: Path, refs: Iterable[Ref]) -> bool:
-    """Record ``refs`` as about to be created (the file goes when there are none); True when it changed."""
+    """Record ``refs`` as about to be created (the file goes when there are none); True when it changed.
+
+    Only a journal goes: a file at ``path`` that is not one (a link, anything without ``creates``) is left
+    where it is, and replaced only when there is something to record."""
     path = Path(path)
     entries = sorted(set(refs))
     if not entries:
-        if path.is_file():
+        if _is_journal(path):
             path.unlink()
             return True
         return False
     doc = {"creates": [{"kind": r.kind, "namespace": r.namespace, "name": r.name, "group": r.group} for r in entries]}
     path.parent.mkdir(parents=True, exist_ok=True)
     return atomic.write_if_changed(path, json.dumps(doc, indent=1) + "\n")
+
+
+def _is_journal(path: Path) -> bool:
+    try:
+        return not path.is_symlink() and path.is_file() and isinstance(json.loads(path.read_text()).get("creates"),
+                                                                       list)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def applied_by_provider(meta: Mapping[str, Any]) -> bool:

@@ -1,10 +1,11 @@
 """``gpucluster plan``'s artefacts: what ``up`` would change, object by object, as Markdown and JSON.
 
 Made from the engine's own preview (``pulumi preview``'s step events: the operation, and the provider's
-detailed diff of each changed input path, pulumi v3.274.1 ``sdk/python/lib/pulumi/automation/events.py``
-``StepEventMetadata``), with the old and new value of each path read from the step's old and new inputs.
-A Secret's values are never written (its paths are). The files carry a mark, so that ``plan`` rewrites
-its own files in ``--out-dir`` and refuses to overwrite anyone else's.
+detailed diff of each changed input path: ``StepEventMetadata.detailed_diff`` in the Python SDK's
+``pulumi/automation/events.py``, pulumi 3.272.0 as installed, driving the v3.274.1 CLI), with the old and
+new value of each path read from the step's old and new inputs. A Secret's values are never written (its
+paths are). The files carry a mark, so that ``plan`` rewrites its own files in ``--out-dir`` and refuses
+to overwrite anyone else's.
 """
 
 from __future__ import annotations
