@@ -26,15 +26,14 @@ REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / "inventories" / "local"
 
 
-def _default_sigint() -> None:
-    # A suite started in the background of a non-interactive shell inherits SIGINT ignored, and Python
-    # installs no KeyboardInterrupt handler for an ignored SIGINT: give `up` the terminal's default.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def gpucluster(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gpucluster", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint, **kw)
+    # A suite started in the background of a non-interactive shell inherits SIGINT ignored, and Python
+    # installs no KeyboardInterrupt handler for an ignored SIGINT: `env --default-signal` gives `up` the
+    # terminal's default. Not a preexec_fn: Python code run between fork and exec in a process where
+    # gRPC is active (this one, after the in-process engine tests) crashes the child now and then
+    # (grpc/grpc#43055; grpcio 1.85.3 here), which once ended this test with SIGABRT before `up` began.
+    return subprocess.Popen(["env", "--default-signal=INT", sys.executable, "-m", "gpucluster", *args],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def children_named(pid: int, name: str) -> list[int]:

@@ -212,3 +212,21 @@ def test_a_record_of_an_earlier_version_is_matched_by_command_line_executable_an
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_no_process_is_started_with_python_code_between_fork_and_exec() -> None:
+    """A ``preexec_fn`` makes CPython fork (not vfork) and run Python code in the child; where gRPC is
+    active (the Automation API's inline program server in `up`, the engine tests in pytest) the child
+    then crashes now and then with ``epoll_wait error: Bad file descriptor`` (grpc/grpc#43055, grpcio
+    1.80 and later; reproduced here with 1.85.3: 5 of 300 children died with a preexec_fn, 0 of 400
+    with ``start_new_session``). Reset signals with ``env --default-signal`` instead."""
+    import ast
+
+    repo = Path(__file__).resolve().parents[2]
+    found = []
+    for folder in ("src", "tests", "scripts", "benchmarks"):
+        for path in (repo / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.keyword) and node.arg == "preexec_fn":
+                    found.append(f"{path.relative_to(repo)}:{node.value.lineno}")
+    assert not found, f"subprocesses started with a preexec_fn: {found}"
