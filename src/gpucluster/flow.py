@@ -218,7 +218,8 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
            world_dir: Path | None = None, kubeconfig: Path | None = None, quiet: bool = False,
            verify: bool = True, reset: bool = False, context: str | None = None,
            allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
-           chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
+           chart_repositories: bool = True, adopt: Sequence[str] = (), only: Sequence[str] = (),
+           limit: Sequence[str] = ()) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
     ``allow_not_measured`` (check id -> who allowed it, :func:`gpucluster.verify.checks.parse`): rows of
@@ -232,6 +233,9 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     over: imported and retained (``down`` leaves them). Any other object the stacks would create that
     exists and is not in the stack state stops the run before the first create
     (:mod:`gpucluster.pulumi.ownership`).
+    ``only``: run just these stacks (``platform``, ``tenants``), no host layer; ``tenants`` alone needs a
+    platform stack an earlier run applied. ``limit``: real hosts, the host layer changes only these hosts
+    of the spec, then both stacks run.
 
     The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
     stops at once naming the first instead of racing it.
@@ -244,18 +248,51 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
         parse_adopt(adopt)  # a malformed --adopt stops the run before anything starts
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
+        _check_only_and_limit(spec, only, limit, hosts=hosts)
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
+    if set(only) == {"tenants"}:
+        from gpucluster.pulumi.engine import Engine
+
+        if not Engine(state, spec.metadata.name).state_resources("platform"):
+            raise InputError(f"--only tenants: the platform stack of {spec.metadata.name} was never applied (no "
+                             f"state in {state}), and the tenants stack needs what it installs: run `gpucluster "
+                             "up` without --only first")
     with _held(spec, state, world_dir, kubeconfig, inventory):
         _up(report, run, spec, inventory, state, dry_run=dry_run, world_dir=world_dir,
             kubeconfig=kubeconfig, verify=verify, reset=reset, context=context,
             allow_not_measured=allow_not_measured or {},
-            hosts=hosts, chart_repositories=chart_repositories, adopt=adopt)
+            hosts=hosts and not only, chart_repositories=chart_repositories, adopt=adopt,
+            only=tuple(only), limit=tuple(limit))
     report.count_changes()
     return report
 
 
+#: The stacks ``up --only`` may name, in the order they run.
+STACKS = ("platform", "tenants")
+
+
+def _check_only_and_limit(spec: ClusterSpec, only: Sequence[str], limit: Sequence[str], *, hosts: bool) -> None:
+    """``--only`` and ``--limit`` name what exists and do not contradict each other (exit 2 before anything)."""
+    unknown = [s for s in only if s not in STACKS]
+    if unknown:
+        raise InputError(f"--only {unknown[0]}: not a stack; the stacks are {', '.join(STACKS)}")
+    if not limit:
+        return
+    if inventories.is_local(spec):
+        raise InputError(f"--limit: {spec.metadata.name} is the local world, which has no host layer; "
+                         "leave --limit out")
+    if only or not hosts:
+        raise InputError("--limit changes some hosts and then runs the stacks; it cannot go with "
+                         + ("--only" if only else "--skip-hosts") + " (which runs no host layer)")
+    names = [h.name for h in spec.hosts]
+    missing = [h for h in limit if h not in names]
+    if missing:
+        raise InputError(f"--limit {missing[0]}: no such host in the spec of {spec.metadata.name} "
+                         f"(its hosts: {', '.join(names)}); add it to spec.hosts first")
+
+
 def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *,
-                dry_run: bool, hosts: bool, kubeconfig: Path | None) -> Path | None:
+                dry_run: bool, hosts: bool, kubeconfig: Path | None, limit: tuple[str, ...] = ()) -> Path | None:
     """Run the host layer (real hosts, not ``--skip-hosts``); return the kubeconfig the stacks use.
 
     The one given wins; else the admin kubeconfig fetched from the init host (by this run or an
@@ -266,12 +303,12 @@ def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path 
     fetched = hostlayer.kubeconfig_path(state)
     if hosts and dry_run:
         with run.phase("preflight") as say:  # the checks that change nothing (roles/preflight)
-            hostlayer.run(inventories.resolve(inventory), fetched, say, playbooks=hostlayer.PREFLIGHT)
+            hostlayer.run(inventories.resolve(inventory), fetched, say, playbooks=hostlayer.PREFLIGHT, limit=limit)
         report.notes.append("dry run: the hosts were checked (preflight), not changed; `ansible-playbook --check` "
                             "on playbooks/site.yml previews the rest of the host layer")
     elif hosts:
         with run.phase("host layer") as say:
-            result = hostlayer.run(inventories.resolve(inventory), fetched, say)
+            result = hostlayer.run(inventories.resolve(inventory), fetched, say, limit=limit)
             report.hosts = result.hosts
             say(f"{len(result.hosts)} hosts, {result.plays} plays: " + (
                 f"{result.changed} change(s)" if result.changed else "no changes"))
@@ -291,11 +328,12 @@ def _host_layer(report: Report, run: Runner, spec: ClusterSpec, inventory: Path 
 def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, state: Path, *, dry_run: bool,
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
         context: str | None = None, allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
-        chart_repositories: bool = True, adopt: Sequence[str] = ()) -> Report:
+        chart_repositories: bool = True, adopt: Sequence[str] = (), only: tuple[str, ...] = (),
+        limit: tuple[str, ...] = ()) -> Report:
     world = None
     if not inventories.is_local(spec):
         kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
-                                 kubeconfig=kubeconfig)
+                                 kubeconfig=kubeconfig, limit=limit)
         if dry_run and hosts and kubeconfig is None and not os.environ.get("KUBECONFIG") \
                 and not (Path.home() / ".kube" / "config").exists():
             report.notes.append("dry run: no cluster to preview the stacks against yet (no admin kubeconfig "
@@ -313,7 +351,7 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
                                 "plane, the Pulumi engine and the provider are real")
     charts = chart_repositories and world is None
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context,
-            charts=charts, adopt=adopt)
+            charts=charts, adopt=adopt, only=only)
     if verify and not dry_run:
         from gpucluster.verify import checks
         from gpucluster.verify.model import Result, unallowed
@@ -369,7 +407,7 @@ def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: floa
 
 def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | None, state: Path, *,
             local: bool, dry_run: bool, context: str | None = None, charts: bool = True,
-            adopt: Sequence[str] = ()) -> Report:
+            adopt: Sequence[str] = (), only: tuple[str, ...] = ()) -> Report:
     from gpucluster.pulumi.cluster import discover, wait_ready
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import plan
@@ -384,27 +422,33 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
         plans = plan(rendered, facts)
         engine = Engine(state, spec.metadata.name)
         engine.setup()
+        names = [n for n in STACKS if not only or n in only]
+        if only:
+            say(f"--only: the {' and '.join(names)} stack{'s' if len(names) > 1 else ''}; "
+                + ("no other stack, no host layer" if len(names) < len(STACKS) else "no host layer"))
         # Before the first create: nothing the stacks would create may exist unless it is ours or adopted.
-        owns = guard(engine, plans, facts, kubeconfig, context, adopt, record=not dry_run)
+        owns = guard(engine, {n: plans[n] for n in names}, facts, kubeconfig, context, adopt, record=not dry_run)
         report.ownership = owns.as_dict()
         say(owns.summary())
     programs = _programs(plans, kubeconfig, context)
-    for name in ("platform", "tenants"):
+    for name in names:
         with run.phase(f"{name} stack") as say:
             counts = _apply(engine, name, plans[name], programs[name], kubeconfig, context, facts.uid, dry_run=dry_run)
             report.stacks.append(counts.as_dict())
             say(_counts_line(counts.as_dict()))
-            if name == "platform" and not dry_run and _unserved(plans):
+            if name == "platform" and not dry_run and _unserved({n: plans[n] for n in names}):
                 # The releases just installed may have brought the CRDs of objects left out at plan time.
-                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, charts, local, adopt)
+                plans = _second_pass(report, say, engine, rendered, plans, kubeconfig, context, charts, local, adopt,
+                                     names=names)
                 programs = _programs(plans, kubeconfig, context)
-    report.skipped = [s.__dict__ for p in plans.values() for s in p.skipped]
+    ran = {n: plans[n] for n in names}  # what a stack --only left alone is not this run's to report
+    report.skipped = [s.__dict__ for p in ran.values() for s in p.skipped]
     if not dry_run:
         _settle_journal(engine)
         # Objects whose kind is still not served were not applied: the run is not done (exit 1).
-        report.left_out = [f"{s.stack}: {s.what}" for s in _unserved(plans)]
+        report.left_out = [f"{s.stack}: {s.what}" for s in _unserved(ran)]
         with run.phase("readiness"):
-            report.not_ready = wait_ready(kubeconfig, [o for p in plans.values() for o in p.objects()],
+            report.not_ready = wait_ready(kubeconfig, [o for p in ran.values() for o in p.objects()],
                                           context=context)
             if local:
                 from gpucluster.simulator import Simulator
@@ -480,20 +524,22 @@ def _settle_journal(engine: Any) -> None:
 
 def _second_pass(report: Report, say: Callable[[str], None], engine: Any, rendered: Any, plans: dict[str, Any],
                  kubeconfig: Path | None, context: str | None, charts: bool, local: bool,
-                 adopt: Sequence[str] = ()) -> dict[str, Any]:
-    """Wait for the kinds left out to be served, plan again and apply the platform stack once more."""
+                 adopt: Sequence[str] = (), names: Sequence[str] = STACKS) -> dict[str, Any]:
+    """Wait for the kinds left out to be served, plan again and apply the platform stack once more
+    (``names``: the stacks this run applies)."""
     from gpucluster.poll import poll
     from gpucluster.pulumi.cluster import discover, served_kinds_of
     from gpucluster.pulumi.plan import plan
 
+    plans = {n: plans[n] for n in names}
     wanted = {s.what for s in _unserved(plans)}
     kinds = {(o["apiVersion"], o["kind"]) for p in plans.values() for o in _left_out_objects(rendered, p)}
     poll(lambda: kinds <= served_kinds_of(kubeconfig, context), timeout=CRD_WAIT_S, every=2)
     facts = discover(kubeconfig, remote_charts=charts, context=context, simulated=local)
     again = plan(rendered, facts)
     # The objects admitted now were looked up too (their kinds were not served then): same rule.
-    guard(engine, again, facts, kubeconfig, context, adopt, applied=True)
-    still = {s.what for s in _unserved(again)}
+    guard(engine, {n: again[n] for n in names}, facts, kubeconfig, context, adopt, applied=True)
+    still = {s.what for s in _unserved({n: again[n] for n in names})}
     if wanted - still:
         say(f"{len(wanted - still)} object(s) whose CRDs the releases installed: applying them now")
         counts = _apply(engine, "platform", again["platform"], _programs(again, kubeconfig, context)["platform"],
@@ -624,6 +670,36 @@ def run_drift(inventory: Path | None, *, state_dir: Path | None = None, world_di
     with lockfile.hold(state, f"the stacks of {spec.metadata.name}"), kube.Kube(kubeconfig, context=context) as api:
         states = {n: engine.state_resources(n, pending=False) for n in ("platform", "tenants")}
         return drift.of(spec.metadata.name, states, DriftApi(api, api_resources(api)))
+
+
+def run_backup_stacks(inventory: Path | None, out: Path, *, state_dir: Path | None = None,
+                      world_dir: Path | None = None) -> dict[str, Any]:
+    """The body of ``gpucluster backup stacks`` (:mod:`gpucluster.pulumi.statebackup`): holds the state's lock."""
+    from gpucluster.pulumi import statebackup
+    from gpucluster.pulumi.engine import Engine
+
+    spec = inventories.load(inventory)
+    state = _state_of(spec, state_dir, world_dir, None)
+    engine = Engine(state, spec.metadata.name)
+    with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
+        doc = statebackup.take(engine, spec.metadata.name)
+        statebackup.write(out, doc)
+    return {"environment": spec.metadata.name, "file": str(out), "takenAt": doc["takenAt"],
+            "stacks": {n: len(doc["stacks"][n]["deployment"].get("resources") or []) for n in statebackup.STACKS}}
+
+
+def run_restore_stacks(inventory: Path | None, source: Path, *, state_dir: Path | None = None,
+                       world_dir: Path | None = None, replace: bool = False) -> dict[str, Any]:
+    """The body of ``gpucluster restore stacks``: the file checked first, then the state held as ``up`` holds it."""
+    from gpucluster.pulumi import statebackup
+    from gpucluster.pulumi.engine import Engine
+
+    spec = inventories.load(inventory)
+    doc = statebackup.read(source, spec.metadata.name)
+    state = _state_of(spec, state_dir, world_dir, None)
+    with _held(spec, state, world_dir, None, inventory):
+        counts = statebackup.restore(Engine(state, spec.metadata.name), doc, replace=replace)
+    return {"environment": spec.metadata.name, "file": str(source), "takenAt": doc["takenAt"], "stacks": counts}
 
 
 #: How a stack the engine did not run is reported (see :func:`_apply`).

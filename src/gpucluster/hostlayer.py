@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,8 +178,11 @@ class _Progress:
 
 
 def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None],
-        playbooks: tuple[str, ...] = PLAYBOOKS) -> HostLayerResult:
+        playbooks: tuple[str, ...] = PLAYBOOKS, limit: Sequence[str] = ()) -> HostLayerResult:
     """Run the site playbook and fetch the admin kubeconfig to ``kubeconfig`` (or run ``playbooks``).
+
+    ``limit``: host names of the spec (checked by the caller): only they are changed (``--limit``; the
+    tasks that act on the init host for them, such as making a join token, still run there).
 
     Raises :class:`HostLayerFailed` naming the first failed host and task, with Ansible's message; a
     failed preflight with the preflight's own message, which names every host and problem.
@@ -190,9 +193,12 @@ def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None],
     os.chmod(kubeconfig.parent, 0o700)
     cmd = [_ansible_playbook(), "-i", str(source), *(str(base / "playbooks" / p) for p in playbooks),
            "-e", json.dumps({"gpucluster_kubeconfig": str(kubeconfig)})]
+    if limit:
+        cmd += ["--limit", ",".join(limit)]
     before = cluster_cas(kubeconfig)
     progress = _Progress(say)
-    say(f"ansible-playbook {' '.join('playbooks/' + p for p in playbooks)} on the hosts of {source}")
+    say(f"ansible-playbook {' '.join('playbooks/' + p for p in playbooks)} on the hosts of {source}"
+        + (f", limited to {', '.join(limit)}" if limit else ""))
     started = time.monotonic()
     record = events_path(kubeconfig)
     record.unlink(missing_ok=True)

@@ -2,10 +2,12 @@
 
 Runs in file order on one local world: a user's ``monitoring`` Namespace holding a ConfigMap exists
 before the first ``up``, which refuses it (exit 2) and changes nothing → cold ``up --adopt
-Namespace//monitoring`` → converged re-run without the flag (0 changes) → one tenant's GPU quota
-raised (exactly 1 update) → quota admission and taints at work → the probe chart installed from a
-local path with the stack's values → a DeviceClass that matches no device fails ``up``'s verify step →
-``down`` leaves nothing behind but the adopted Namespace, the user's ConfigMap and a ConfigMap someone
+Namespace//monitoring`` → converged re-run without the flag (0 changes) → ``up --only`` runs one
+stack and leaves the other's state as it was → one tenant's GPU quota raised (exactly 1 update) →
+drift → the stack state backed up, lost and restored → quota admission and taints at work → the
+probe chart installed from a local path with the stack's values → a DeviceClass that matches no
+device fails ``up``'s verify step → ``down`` leaves nothing behind but the adopted Namespace, the
+user's ConfigMap and a ConfigMap someone
 re-made under one of our names. Needs the toolchain
 (local world + ``pulumi`` + ``pulumi-resource-kubernetes``); skipped with the reason otherwise
 (GPUCLUSTER_REQUIRE_TOOLS=1 fails instead).
@@ -287,6 +289,51 @@ def test_plan_lists_the_quota_change_field_by_field_and_exits_5_and_0_when_conve
     assert json.loads(cli(*base, "-i", LOCAL, "-o", "json").stdout)["changes"] == 0
 
 
+def _checkpoint(state: Path, stack: str) -> bytes:
+    base = state / "backend" / ".pulumi" / "stacks" / f"gpucluster-{stack}"
+    (path,) = [p for p in (base / "local.json", base / "local.json.gz") if p.exists()]
+    return path.read_bytes()
+
+
+def test_up_only_runs_the_named_stack_and_leaves_the_other_as_it_was(cold, kc, lw: Cluster, tmp_path):
+    """`up --only tenants` on a spec that changes a tenant quota and an alert threshold applies the quota
+    (one update) and does not run the platform stack at all (its state file is byte-identical after,
+    though it had a change to make); `--only platform` then applies the threshold and leaves the tenants
+    stack's state alone. The next test starts from quota 20 and the original threshold."""
+    _, state, _ = cold
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota",
+             "metadata": {"namespace": "ml-research", "name": "gpucluster-quota"}}
+
+    def both(data):
+        data["tenants"][0]["quota"]["gpus"] = 20
+        data["monitoring"]["alerts"]["temperatureCelsius"] = 80
+
+    platform_before = _checkpoint(state, "platform")
+    report = run_up(_variant(tmp_path, "only-both", both), world_dir=lw.state_dir, state_dir=state, quiet=True,
+                    verify=False, only=("tenants",))
+    assert [c["stack"] for c in report.stacks] == ["tenants"]
+    tenants = _counts(report, "tenants")
+    assert (tenants["created"], tenants["updated"], tenants["deleted"]) == (0, 1, 0)
+    assert _get(kc, quota)["spec"]["hard"]["requests.nvidia.com/gpu"] == "20"
+    assert _checkpoint(state, "platform") == platform_before
+
+    tenants_before = _checkpoint(state, "tenants")
+    report = run_up(_variant(tmp_path, "only-both", both), world_dir=lw.state_dir, state_dir=state, quiet=True,
+                    verify=False, only=("platform",))
+    assert [c["stack"] for c in report.stacks] == ["platform"]
+    platform = _counts(report, "platform")
+    assert (platform["created"], platform["updated"], platform["deleted"]) == (0, 1, 0)
+    assert _checkpoint(state, "tenants") == tenants_before
+
+    def quota_only(data):
+        data["tenants"][0]["quota"]["gpus"] = 20
+
+    # the threshold back, through the platform stack alone again
+    report = run_up(_variant(tmp_path, "only-quota", quota_only), world_dir=lw.state_dir, state_dir=state,
+                    quiet=True, verify=False, only=("platform",))
+    assert [(c["stack"], c["updated"]) for c in report.stacks] == [("platform", 1)]
+
+
 def test_raising_one_tenant_gpu_quota_is_exactly_one_update(cold, kc, lw: Cluster, tmp_path):
     _, state, _ = cold
 
@@ -334,6 +381,48 @@ def test_drift_names_the_field_changed_outside_the_stack_and_nothing_else(cold, 
         kc.patch(quota, {"spec": {"hard": {key: applied}}})
         kc.patch("/api/v1/namespaces/inference", {"metadata": {"labels": {"team": None}}})
     assert cli(*args).exit_code == 0
+
+
+def test_a_lost_stack_state_comes_back_from_a_backup_and_up_then_changes_nothing(cold, lw: Cluster, cli, tmp_path):
+    """`backup stacks` writes both stacks' state (0600, never over a file); with the checkpoints gone, `up`
+    refuses the stacks' own objects as not ours (exit 2); `restore stacks` puts the state back (a state that
+    holds resources only with --yes) and `up` then finds nothing to change."""
+    import shutil
+
+    _, state, _ = cold
+
+    def as_last_applied(data):  # the spec of the last `up` (test_raising_one_tenant_gpu_quota_is_exactly_one_update)
+        data["tenants"][0]["quota"]["gpus"] = 24
+
+    common = ("-i", _variant(tmp_path, "more-gpus", as_last_applied), "--world-dir", lw.state_dir, "--state-dir", state)
+    backup = tmp_path / "stacks.json"
+    taken = cli("backup", "stacks", *common, "--out", backup, "-o", "json")
+    assert taken.exit_code == 0, taken.stderr[-3000:]
+    counts = json.loads(taken.stdout)["stacks"]
+    assert counts["platform"] > 10 and counts["tenants"] > 10
+    assert backup.stat().st_mode & 0o777 == 0o600
+    written = backup.read_bytes()
+    again = cli("backup", "stacks", *common, "--out", backup)
+    assert again.exit_code == 2 and "never written over a file" in again.stderr
+    assert backup.read_bytes() == written
+
+    refused = cli("restore", "stacks", *common, "--from", backup)  # the state still holds everything
+    assert refused.exit_code == 2 and "Pass --yes to replace it" in refused.stderr
+
+    checkpoints = state / "backend" / ".pulumi" / "stacks"
+    shutil.move(checkpoints, tmp_path / "lost")
+    lost = cli("up", *common, "--no-verify")
+    assert lost.exit_code == 2, lost.stderr[-3000:]
+    assert "not ours" in lost.stderr or "--adopt" in lost.stderr
+
+    restored = cli("restore", "stacks", *common, "--from", backup, "-o", "json")
+    assert restored.exit_code == 0, restored.stderr[-3000:]
+    assert json.loads(restored.stdout)["stacks"] == counts
+    after = cli("up", *common, "--no-verify", "-o", "json")
+    assert after.exit_code == 0, after.stderr[-3000:]
+    stacks = json.loads(after.stdout)["stacks"]
+    assert [s["stack"] for s in stacks] == ["platform", "tenants"]
+    assert all(s["created"] + s["updated"] + s["deleted"] == 0 for s in stacks), stacks
 
 
 def _pod(name: str, gpus: int, toleration: bool) -> dict:

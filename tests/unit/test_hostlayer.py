@@ -192,3 +192,42 @@ def test_up_skip_hosts_does_not_run_the_host_layer(world, cli, tmp_path):
     assert result.exit_code == 2, result
     assert "host layer" not in result.stderr
     assert not any((tmp_path / "markers").iterdir())
+
+
+def test_up_limit_changes_only_the_named_host_then_goes_on_to_the_stacks(world, cli, tmp_path):
+    """`up --limit HOST` passes the limit to ansible-playbook: the stand-in site writes a marker on that host
+    alone (a run without it writes one per host: test_first_run_changes_second_run_does_not), the init host
+    is not contacted (no kubeconfig fetched), and the run goes on to the stacks (here: no cluster, exit 2)."""
+    host = world["hosts"][-1]
+    state = tmp_path / "up-state"
+    result = cli("up", "-i", world["inventory"], "--state-dir", state, "--limit", host,
+                 "--kubeconfig", tmp_path / "missing.conf")
+    assert sorted(p.name for p in (tmp_path / "markers").iterdir()) == [host]
+    assert f"limited to {host}" in result.stderr
+    assert not world["kubeconfig"].exists()
+    assert result.exit_code == 2 and "missing.conf" in result.stderr, result
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--limit", "nosuch"), "--limit nosuch: no such host in the spec of"),
+    (("--limit", "{host}", "--skip-hosts"), "it cannot go with --skip-hosts"),
+    (("--limit", "{host}", "--only", "tenants"), "it cannot go with --only"),
+    (("--only", "tenants"), "--only tenants: the platform stack of"),
+])
+def test_up_limit_and_only_mistakes_stop_before_any_host_or_stack(world, cli, tmp_path, args, message):
+    """Exit 2 naming the mistake, before the host layer (no marker) and before any stack state exists."""
+    state = tmp_path / "up-state"
+    args = tuple(a.format(host=world["hosts"][0]) for a in args)
+    result = cli("up", "-i", world["inventory"], "--state-dir", state, *args,
+                 "--kubeconfig", tmp_path / "missing.conf")
+    assert result.exit_code == 2, result
+    assert message in result.stderr
+    assert not any((tmp_path / "markers").iterdir())
+    assert not (state / "backend" / ".pulumi" / "stacks").exists()
+
+
+def test_up_limit_on_the_local_world_is_refused(cli, tmp_path):
+    result = cli("up", "-i", REPO / "inventories" / "local", "--world-dir", tmp_path / "w", "--limit", "cp-1")
+    assert result.exit_code == 2, result
+    assert "the local world, which has no host layer" in result.stderr
+    assert not (tmp_path / "w").exists()

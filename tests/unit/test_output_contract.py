@@ -75,6 +75,7 @@ NEEDS = {
     "validate": [], "render": ["--out-dir", "{tmp}/bundle"], "up": [], "down": ["--yes"],
     "verify": [], "doctor pod": ["ns/pod"], "doctor pending": ["-n", "ns"], "drain": ["n1"],
     "cost": ["--snapshot", "{tmp}/none.csv"], "drift": [], "plan": [],
+    "backup stacks": ["--out", "{tmp}/b.json"], "restore stacks": ["--from", "{tmp}/b.json"],
 }
 #: Commands with -o json that read no inventory (their errors are covered by the usage-error test).
 NO_INVENTORY = {"catalog", "init", "images build", "local status", "tools list"}

@@ -105,6 +105,12 @@ def _announce(command: str, inventory: Path | None, state_dir: Path | None, worl
 @click.option("--skip-hosts", is_flag=True, help="Real hosts: start at the stacks (the host layer, playbooks/"
               "site.yml, is not run; the stacks use --kubeconfig or the admin kubeconfig an earlier run fetched).")
 @click.option("--dry-run", is_flag=True, help="Preview both stacks; change nothing.")
+@click.option("--only", "only", multiple=True, type=click.Choice(["platform", "tenants"]),
+              help="Run only this stack (repeatable), no host layer: `--only tenants` applies a tenant or quota "
+                   "change without touching the hosts or the operators. Verify still checks the whole spec.")
+@click.option("--limit", "limit", multiple=True, metavar="HOST[,HOST...]",
+              help="Real hosts: the host layer changes only these hosts of the spec (a node added to spec.hosts, "
+                   "one being repaired), then both stacks run. Repeatable.")
 @click.option("--no-verify", is_flag=True, help="Skip the cluster checks that end a run.")
 @click.option("--reset", is_flag=True, help="Local world: discard it (its data too) and start a fresh one.")
 @options.allow_not_measured
@@ -115,8 +121,8 @@ def _announce(command: str, inventory: Path | None, state_dir: Path | None, worl
                    "such object it did not create, before changing anything.")
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
        kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, skip_hosts: bool,
-       dry_run: bool, no_verify: bool, reset: bool, allow_not_measured: tuple[str, ...],
-       adopt: tuple[str, ...]) -> None:
+       dry_run: bool, only: tuple[str, ...], limit: tuple[str, ...], no_verify: bool, reset: bool,
+       allow_not_measured: tuple[str, ...], adopt: tuple[str, ...]) -> None:
     """Bring the cluster to the spec: the local world (local inventory) or the host layer (real hosts:
     playbooks/site.yml, then the admin kubeconfig from the init host), the platform and tenants
     stacks, verify.
@@ -125,14 +131,15 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
     not be measured whose check is not allowed to be (--allow-not-measured); 2 for bad input or when an
     object the stacks would create exists and is neither in the stack state nor adopted.
     """
-    _announce("up", inventory, state_dir, world_dir, kubeconfig, context, fetched_later=not skip_hosts)
+    _announce("up", inventory, state_dir, world_dir, kubeconfig, context, fetched_later=not (skip_hosts or only))
     from gpucluster.verify import checks
 
     allowed = checks.parse(allow_not_measured)
     report = flow.run_up(inventory, dry_run=dry_run, state_dir=state_dir, world_dir=world_dir,
                          kubeconfig=kubeconfig, verify=not no_verify, reset=reset,
                          context=context, allow_not_measured=allowed, hosts=not skip_hosts,
-                         chart_repositories=not no_chart_repositories, adopt=adopt)
+                         chart_repositories=not no_chart_repositories, adopt=adopt, only=only,
+                         limit=[h for value in limit for h in value.split(",") if h])
     print_report(report, output)
     problems = []
     if report.left_out:
@@ -270,4 +277,62 @@ def plan(inventory: Path | None, output: str, state_dir: Path | None, world_dir:
         raise DriftFound(f"{doc['changes']} change(s) pending: `gpucluster up` would make them")
 
 
-commands = [up, down, drift, plan]
+@click.group("backup")
+def backup() -> None:
+    """Back up what gpucluster keeps: the stack state (`backup stacks`)."""
+
+
+@backup.command("stacks")
+@options.inventory
+@options.output("text", "json")
+@_state_dir_as_given_to_up
+@options.world_dir
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The file to write (mode 0600; never written over an existing file).")
+def backup_stacks(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+                  out: Path) -> None:
+    """Write both stacks' state (`pulumi stack export` of each; secrets stay encrypted) into one file.
+
+    The file restores with `gpucluster restore stacks` and the same passphrase (PULUMI_CONFIG_PASSPHRASE, else
+    the state folder's `passphrase` file): keep that with it. Reads the state only; holds its lock meanwhile.
+    Exit 2: no stack state, or the file exists.
+    """
+    result = flow.run_backup_stacks(inventory, out, state_dir=state_dir, world_dir=world_dir)
+    if output == "json":
+        jsonout.emit(result)
+    else:
+        click.echo(f"{result['file']}: the stack state of {result['environment']} ({result['stacks']['platform']} "
+                   f"platform and {result['stacks']['tenants']} tenants resources)")
+
+
+@click.group("restore")
+def restore() -> None:
+    """Restore what `gpucluster backup` wrote: the stack state (`restore stacks`)."""
+
+
+@restore.command("stacks")
+@options.inventory
+@options.output("text", "json")
+@_state_dir_as_given_to_up
+@options.world_dir
+@click.option("--from", "source", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The file `gpucluster backup stacks` wrote.")
+@click.option("-y", "--yes", is_flag=True, help="Replace a stack state that holds resources (without it: exit 2).")
+def restore_stacks(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+                   source: Path, yes: bool) -> None:
+    """Put both stacks' state back from a backup (`pulumi stack import` of each); the cluster is not touched.
+
+    The file must be a backup of this inventory's environment whose every resource belongs to its stacks
+    (exit 2 otherwise, before any stack changes). The next `gpucluster up` (or `plan`) compares the restored
+    state with the cluster as usual.
+    """
+    result = flow.run_restore_stacks(inventory, source, state_dir=state_dir, world_dir=world_dir, replace=yes)
+    if output == "json":
+        jsonout.emit(result)
+    else:
+        click.echo(f"restored the stack state of {result['environment']} from {result['file']} "
+                   f"({result['stacks']['platform']} platform and {result['stacks']['tenants']} tenants resources, "
+                   f"taken {result['takenAt']}); `gpucluster plan` shows what `up` would change from here")
+
+
+commands = [up, down, drift, plan, backup, restore]

@@ -302,6 +302,40 @@ class Engine:
             raise StackFailed(f"stack {name}: cannot drop {urn} from the state: {_last_error(str(err))}. Nothing "
                               f"was deleted; the state is in {self.dir / 'backend'}.") from None
 
+    def export_state(self, name: str) -> dict[str, Any]:
+        """``pulumi stack export`` of stack ``name`` (secrets stay encrypted: no ``--show-secrets``)."""
+        import json
+
+        from pulumi import automation as auto
+
+        stack = self._stack(name, lambda: None)
+        assert self._env is not None
+        try:
+            out = self._command().run(["stack", "export", "--stack", self.environment, "--color", "never"],
+                                      stack.workspace.work_dir, self._env)
+        except auto.errors.CommandError as err:
+            raise StackFailed(f"stack {name}: cannot export its state: {_last_error(str(err))}") from None
+        return dict(json.loads(out.stdout))
+
+    def import_state(self, name: str, export: dict[str, Any]) -> None:
+        """``pulumi stack import`` of ``export`` (as :meth:`export_state` returns it) into stack ``name``."""
+        import json
+        import tempfile
+
+        from pulumi import automation as auto
+
+        stack = self._stack(name, lambda: None)
+        assert self._env is not None
+        with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.work_dir(name)) as fh:
+            json.dump(export, fh)
+            fh.flush()
+            try:
+                self._command().run(["stack", "import", "--file", fh.name, "--stack", self.environment,
+                                     "--color", "never"], stack.workspace.work_dir, self._env)
+            except auto.errors.CommandError as err:
+                raise StackFailed(f"stack {name}: cannot import its state into {self.dir / 'backend'}: "
+                                  f"{_last_error(str(err))}") from None
+
     def _pending_operations(self, name: str) -> list[Any]:
         """Pending operations in the stack's checkpoint, read from the file backend (no CLI start)."""
         return list(self._checkpoint(name).get("pending_operations") or [])
