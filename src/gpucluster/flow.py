@@ -702,6 +702,39 @@ def run_restore_stacks(inventory: Path | None, source: Path, *, state_dir: Path 
     return {"environment": spec.metadata.name, "file": str(source), "takenAt": doc["takenAt"], "stacks": counts}
 
 
+def _local_world_of(inventory: Path | None, world_dir: Path | None, command: str) -> Any:
+    from gpucluster.local.world import World
+
+    spec = inventories.load(inventory)
+    if not inventories.is_local(spec):
+        raise InputError(f"`gpucluster {command}` works on the local world; {spec.metadata.name} is a cluster of real "
+                         "hosts, whose etcd runs in kubeadm's static pods: snapshot it there with etcdctl as "
+                         "Kubernetes documents it (docs/operations.md, \"etcd snapshots\")")
+    return World(world_dir)
+
+
+def run_backup_etcd(inventory: Path | None, out: Path, *, world_dir: Path | None = None) -> dict[str, Any]:
+    """The body of ``gpucluster backup etcd`` (:mod:`gpucluster.local.etcdsnap`)."""
+    from gpucluster.local import etcdsnap
+
+    world = _local_world_of(inventory, world_dir, "backup etcd")
+    with world.hold():
+        return etcdsnap.save(world, out)
+
+
+def run_restore_etcd(inventory: Path | None, source: Path, *, world_dir: Path | None = None,
+                     yes: bool = False) -> dict[str, Any]:
+    """The body of ``gpucluster restore etcd``: everything written since the snapshot is lost, so only with ``yes``."""
+    from gpucluster.local import etcdsnap
+
+    world = _local_world_of(inventory, world_dir, "restore etcd")
+    if not yes:
+        raise InputError(f"restoring {source} puts the whole local world back to the moment it was taken: "
+                         "everything written since is lost (the replaced data is kept as "
+                         f"{world.dir / etcdsnap.BEFORE_RESTORE}). Pass --yes to restore")
+    return etcdsnap.restore(world, source)
+
+
 #: How a stack the engine did not run is reported (see :func:`_apply`).
 INPUTS_UNCHANGED = "unchanged (inputs identical to the last update)"
 

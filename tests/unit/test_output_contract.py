@@ -76,6 +76,7 @@ NEEDS = {
     "verify": [], "doctor pod": ["ns/pod"], "doctor pending": ["-n", "ns"], "drain": ["n1"],
     "cost": ["--snapshot", "{tmp}/none.csv"], "drift": [], "plan": [],
     "backup stacks": ["--out", "{tmp}/b.json"], "restore stacks": ["--from", "{tmp}/b.json"],
+    "backup etcd": ["--out", "{tmp}/e.db"], "restore etcd": ["--from", "{tmp}/e.db", "--yes"],
 }
 #: Commands with -o json that read no inventory (their errors are covered by the usage-error test).
 NO_INVENTORY = {"catalog", "init", "images build", "local status", "tools list"}

@@ -305,9 +305,27 @@ def backup_stacks(inventory: Path | None, output: str, state_dir: Path | None, w
                    f"platform and {result['stacks']['tenants']} tenants resources)")
 
 
+@backup.command("etcd")
+@options.inventory
+@options.output("text", "json")
+@options.world_dir
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The snapshot file to write (mode 0600; never written over an existing file).")
+def backup_etcd(inventory: Path | None, output: str, world_dir: Path | None, out: Path) -> None:
+    """Local world: save a snapshot of its etcd (upstream's `etcdctl snapshot save`, checked with `etcdutl snapshot
+    status`). Real clusters: see docs/operations.md, "etcd snapshots". Exit 2: no world running, the file exists."""
+    result = flow.run_backup_etcd(inventory, out, world_dir=world_dir)
+    if output == "json":
+        jsonout.emit(result)
+    else:
+        click.echo(f"{result['file']}: etcd snapshot at revision {result['revision']} ({result['keys']} keys, "
+                   f"{result['bytes']} bytes)")
+
+
 @click.group("restore")
 def restore() -> None:
-    """Restore what `gpucluster backup` wrote: the stack state (`restore stacks`)."""
+    """Restore what `gpucluster backup` wrote: the stack state (`restore stacks`), the local world's etcd
+    (`restore etcd`)."""
 
 
 @restore.command("stacks")
@@ -333,6 +351,26 @@ def restore_stacks(inventory: Path | None, output: str, state_dir: Path | None, 
         click.echo(f"restored the stack state of {result['environment']} from {result['file']} "
                    f"({result['stacks']['platform']} platform and {result['stacks']['tenants']} tenants resources, "
                    f"taken {result['takenAt']}); `gpucluster plan` shows what `up` would change from here")
+
+
+@restore.command("etcd")
+@options.inventory
+@options.output("text", "json")
+@options.world_dir
+@click.option("--from", "source", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The snapshot `gpucluster backup etcd` wrote.")
+@click.option("-y", "--yes", is_flag=True, help="Restore (without it: exit 2; everything written since the snapshot "
+              "is lost).")
+def restore_etcd(inventory: Path | None, output: str, world_dir: Path | None, source: Path, yes: bool) -> None:
+    """Local world: put its etcd back to a snapshot. The snapshot is checked first; then the control plane
+    stops, `etcdutl snapshot restore` makes a new data directory, and the control plane starts on it (the data
+    it replaced is kept as etcd-data.before-restore). Exit 2: no --yes, not a snapshot, no world."""
+    result = flow.run_restore_etcd(inventory, source, world_dir=world_dir, yes=yes)
+    if output == "json":
+        jsonout.emit(result)
+    else:
+        click.echo(f"restored etcd from {result['file']} (revision {result['revision']}, {result['keys']} keys); "
+                   f"restarted {', '.join(result['restarted']) or 'nothing'}")
 
 
 commands = [up, down, drift, plan, backup, restore]

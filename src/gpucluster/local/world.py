@@ -34,7 +34,7 @@ from gpucluster.toolchain.versions import KUBERNETES
 #: Files and folders ``up`` creates in the state directory; ``down`` removes exactly these (add-ons
 #: keep theirs under ``addons/``, see :mod:`gpucluster.local.addons`).
 OWNED = ("state.json", "pki", "etcd-data", "logs", "kubeconfig", "kubeconfigs", "scheduler.yaml", "kwok.yaml",
-         addons.FOLDER)
+         addons.FOLDER, "etcd-data.before-restore", "etcd-data.restoring")  # the last two: local/etcdsnap.py
 
 
 def _earlier_world(root: Path) -> bool:
@@ -311,6 +311,12 @@ class World:
             stopped.append(f"pid {pid}")
         ownership.remove(self.dir, FOLDER, OWNED)
         return stopped
+
+    def stop_control_plane(self) -> list[str]:
+        """Stop the control plane's processes, newest first, keeping their records: the next :meth:`up`
+        starts them again as they ran (an etcd restore swaps the data directory in between)."""
+        state = self.state()
+        return self._stop_all(state) if state else []
 
     def _stop_all(self, state: State) -> list[str]:
         return runtime.stop_all(state.components[n] for n in reversed(components.ORDER) if n in state.components)

@@ -170,6 +170,25 @@ _ALL: list[Tool] = [
         package="go.etcd.io/etcd/server/v3",
         version_text=f"etcd Version: {ETCD.lstrip('v')}\n",
     ),
+    # Snapshots of the local world's etcd (`gpucluster backup etcd` / `restore etcd`): etcdctl saves one
+    # from the running member, etcdutl restores it into a new data directory (etcd-io/etcd v3.6.16,
+    # etcdctl/ctlv3/command/snapshot_command.go and etcdutl/etcdutl/snapshot_command.go).
+    Tool(
+        name="etcdctl",
+        version=ETCD,
+        module="etcd",
+        package="go.etcd.io/etcd/etcdctl/v3",
+        version_args=("version",),
+        version_text=f"etcdctl version: {ETCD.lstrip('v')}\n",
+    ),
+    Tool(
+        name="etcdutl",
+        version=ETCD,
+        module="etcd",
+        package="go.etcd.io/etcd/etcdutl/v3",
+        version_args=("version",),
+        version_text=f"etcdutl version: {ETCD.lstrip('v')}\n",
+    ),
     Tool(
         name="kwok",
         version=KWOK,
