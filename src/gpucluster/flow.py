@@ -362,7 +362,7 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
                                  chart_repositories=chart_repositories, spec=spec)
         with run.phase("verify") as say:
             report.verify = verify_cluster(spec, kubeconfig, context=context, charts_reachable=charts,
-                                           simulated=world is not None)
+                                           simulated=world is not None, inventory=inventories.resolve(inventory))
             c = report.verify["summary"]
             report.verify["allowedNotMeasured"] = dict(sorted(allowed.items()))
             say(summary_line(c))
@@ -379,17 +379,17 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
 
 def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: float = 30.0,
                    context: str | None = None, charts_reachable: bool = True,
-                   simulated: bool = False) -> dict[str, Any]:
+                   simulated: bool = False, inventory: Path | None = None) -> dict[str, Any]:
     """The cluster checks of ``gpucluster verify`` (the same rows; no host checks) after ``up``.
 
     Simulated or real node agents act on what the stacks just applied a little later, so a failing
     check is looked at again every 2 s for up to ``settle_s`` before it counts; MIG and sharing changes
-    in progress are followed first, as ``gpucluster verify`` follows them. Returns the counts and every
-    failed or not-measured row.
+    in progress are followed first, as ``gpucluster verify`` follows them; the control-plane certificates are
+    read once. Returns the counts and every failed, not-measured or warning row.
     """
     from gpucluster import expected
     from gpucluster.poll import poll
-    from gpucluster.verify import cluster, report, upgrades, watchdog
+    from gpucluster.verify import certs, cluster, report, upgrades, watchdog
     from gpucluster.verify.model import Verdict
 
     states = expected.host_states(spec)
@@ -401,6 +401,7 @@ def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: floa
         return cluster.run(spec, snap, states, charts_reachable=charts_reachable, simulated=simulated) + followed
 
     results = poll(check, timeout=settle_s, every=2, done=lambda rs: not any(r.verdict is Verdict.failed for r in rs))
+    results += certs.rows(config, context, fix=certs.fix_for(spec, inventory))
     return {"summary": report.counts(results),
             "problems": [r.to_dict() for r in results if r.verdict is not Verdict.passed]}
 

@@ -179,6 +179,12 @@ class Kube:
         self.writes = 0
         self._lock = threading.Lock()
 
+    @property
+    def configuration(self) -> Any:
+        """The client's ``kubernetes.client.Configuration``: the server, its CA and the client certificate file
+        the kubeconfig gave (the client writes embedded ``*-data`` to a temporary file)."""
+        return self._api.configuration
+
     def close(self) -> None:
         self._api.close()
 

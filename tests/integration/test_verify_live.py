@@ -118,7 +118,8 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
             "deviceclass-matches", "dra-extended-resource", "tenant-quota", "tenant-limitrange", "tenant-security",
-            "tenant-admission", "tenant-rbac", "gpu-health", "priority-classes", "alert-rules"} <= passed
+            "tenant-admission", "tenant-rbac", "gpu-health", "priority-classes", "alert-rules",
+            "control-plane-certificates"} <= passed
     unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
     # The local world installs no chart: the operators' DaemonSets and releases, and flannel's NetworkPolicy
     # enforcer (its chart's add-on), are not measured (never passed, allowed by the local world); this world
@@ -132,6 +133,32 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     for r in data["results"]:
         if r["verdict"] == "not-measured":
             assert r["reason"], r
+
+
+def test_the_local_worlds_certificates_pass_with_a_year_left(deployed, tmp_path, capsys):
+    """The row reads the certificate the real API server serves and the admin kubeconfig's client certificate:
+    the world signed both for LEAF_DAYS when it started; the row names the one that ends first, to the minute."""
+    import datetime as dt
+
+    from cryptography import x509
+
+    from gpucluster.local.pki import LEAF_DAYS
+
+    lw, _sim, _ = deployed
+    code, data = verify(lw, tmp_path, capsys)
+    [row] = [r for r in data["results"] if r["check"] == "control-plane-certificates"]
+    state = lw.world.state()
+    assert state is not None
+    port = state.ports["kube-apiserver"]
+    assert (row["subject"], row["verdict"], code) == (f"apiserver/127.0.0.1:{port}", "pass", 0)
+    certs = {f"API server serving certificate (127.0.0.1:{port})": lw.world.pki.cert("apiserver"),
+             "kubeconfig client certificate (gpucluster-admin)": lw.world.pki.cert("admin")}
+    ends = {name: x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc for name, path in certs.items()}
+    name, end = min(ends.items(), key=lambda item: item[1])
+    left = (end - dt.datetime.now(dt.timezone.utc)).days
+    assert left in (LEAF_DAYS - 1, LEAF_DAYS - 2)  # a world started minutes (not days) ago
+    assert row["actual"] == (f"earliest expiry: {name} on {end:%Y-%m-%d %H:%M} UTC ({left} days left); "
+                             "2 certificates read")
 
 
 def test_an_unmeasured_row_whose_check_is_not_allowed_fails_the_run(deployed, tmp_path, capsys):

@@ -1,14 +1,15 @@
 """Every check verify can emit fails on a fault of its own, proven by running the fault.
 
 - The check ids are read from the source (the first argument of every ``ok``/``fail``/``skip``/
-  ``compare``/``Result``/``_row`` call under ``src/gpucluster``) and must be the registry
+  ``compare``/``warn``/``Result``/``_row`` call under ``src/gpucluster``) and must be the registry
   :data:`gpucluster.verify.checks.CHECKS` (which ``--allow-not-measured`` accepts).
 - Every cluster check has a named fault in tests/unit/verify_faults.py: a mutation of a snapshot
   recorded from the local world. Each fault is *run* here: its rows must fail (saying what was expected
   and what was found) and no other row may change verdict. A fault wired to the wrong check fails
   this test (shown below).
 - Checks judged outside a cluster snapshot (the host checks, the reconfiguration watchdog, an
-  unreachable host) are proven by the tests docs/verification.md names for them, which must exist.
+  unreachable host, the control-plane certificates read over TLS) are proven by the tests
+  docs/verification.md names for them, which must exist.
 - docs/verification.md lists every check with its source and the faults that prove it.
 """
 
@@ -27,9 +28,10 @@ from gpucluster.verify.checks import CHECKS
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "verification.md"
 #: Functions whose first argument is a check id (``_row`` is tenancy's compare-by-spec helper).
-EMITTERS = {"ok", "fail", "skip", "compare", "Result", "_row"}
+EMITTERS = {"ok", "fail", "skip", "warn", "compare", "Result", "_row"}
 #: Checks that no cluster snapshot decides: their proofs are the tests docs/verification.md names.
-OUTSIDE_SNAPSHOT = {"mig-reconfig", "sharing-reconfig", "driver-upgrade", "host-reachable"} | {
+OUTSIDE_SNAPSHOT = {"mig-reconfig", "sharing-reconfig", "driver-upgrade", "host-reachable",
+                    "control-plane-certificates"} | {
     c for c in CHECKS if c.startswith("host-")}
 
 

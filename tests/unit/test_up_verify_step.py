@@ -95,3 +95,19 @@ def test_a_phase_with_failed_checks_is_marked_failed(capsys):
     err = capsys.readouterr().err
     assert "✗ verify" in err and "1 check(s) failed" in err
     assert "✓ readiness" in err
+
+
+def test_a_warning_after_up_is_printed_with_its_fix_and_exits_0(monkeypatch, capsys):
+    report = _report(fail=0, allowed={"daemonsets-ready": "the local world installs no chart"})
+    report.verify["summary"]["warn"] = 1
+    report.verify["problems"].append({
+        "check": "control-plane-certificates", "subject": "apiserver/10.0.0.1:6443", "verdict": "warn",
+        "expected": "valid", "actual": "expires on 2027-01-01 00:00 UTC (12 days left)",
+        "reason": "renew before 2027-01-01 00:00 UTC; renew them: `ansible-playbook ...`"})
+    monkeypatch.setattr(flow, "run_up", lambda *a, **k: report)
+    assert entrypoint(["up"]) == 0
+    out = capsys.readouterr().out
+    assert "verify: 40 passed, 0 failed, 2 not measured, 1 warning" in out
+    assert ("warning control-plane-certificates apiserver/10.0.0.1:6443: renew before 2027-01-01 00:00 UTC; renew "
+            "them: `ansible-playbook ...`") in out
+    assert "not measured control-plane-certificates" not in out  # a warning is no unmeasured row

@@ -214,12 +214,13 @@ def test_an_unreachable_metrics_endpoint_fails_gpu_metrics(spec):
 
 
 def test_an_unreachable_host_fails_host_reachable(monkeypatch, tmp_path, cli, local_inventory):
+    from gpucluster.verify import certs, hosts, watchdog
     from gpucluster.verify import cluster as verify_cluster
-    from gpucluster.verify import hosts, watchdog
 
     spec = load_spec(local_inventory)
     monkeypatch.setattr(verify_cluster, "fetch", lambda *a, **k: perfect(spec))
     monkeypatch.setattr(watchdog, "live_rows", lambda *a, **k: [])  # no change in progress to follow
+    monkeypatch.setattr(certs, "rows", lambda *a, **k: [])  # no API server to shake hands with
 
     def refuse(host, mode, target=None):
         raise ConnectionRefusedError(f"ssh to {host.address}: connection refused")

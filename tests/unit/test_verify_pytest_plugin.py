@@ -54,10 +54,11 @@ def test_no_inventory_stops_the_session_naming_the_option() -> None:
 
 
 def test_the_suites_rows_are_verifys_rows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from gpucluster.verify import cluster, watchdog
+    from gpucluster.verify import certs, cluster, watchdog
     from gpucluster.verify.model import ok
 
     seen: dict[str, Any] = {}
+    shaken: list[Any] = []
 
     def fetch(spec: Any, kubeconfig: Any, context: Any, **kw: Any) -> Any:
         seen.update(kw, kubeconfig=kubeconfig, context=context)
@@ -65,6 +66,8 @@ def test_the_suites_rows_are_verifys_rows(monkeypatch: pytest.MonkeyPatch, tmp_p
 
     monkeypatch.setattr(cluster, "fetch", fetch)
     monkeypatch.setattr(watchdog, "live_rows", lambda *a, **k: [ok("mig-reconfig", "a100-1", "success", "success")])
+    cert_row = ok("control-plane-certificates", "apiserver/127.0.0.1:6443", "valid", "valid")
+    monkeypatch.setattr(certs, "rows", lambda kc, ctx, fix: shaken.append((kc, ctx, fix)) or [cert_row])
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("unused: the snapshot is recorded\n")
     config = Config(**{"--gpucluster-kubeconfig": str(kubeconfig), "--gpucluster-context": "ctx",
@@ -72,8 +75,10 @@ def test_the_suites_rows_are_verifys_rows(monkeypatch: pytest.MonkeyPatch, tmp_p
     rows = pytest_plugin.cluster_results(config)
     assert seen == {"metrics_urls": ["http://exporter/metrics"], "simulated": True, "kubeconfig": kubeconfig,
                     "context": "ctx"}
-    assert rows[-1].check == "mig-reconfig"  # the watchdog's rows follow the snapshot's
+    assert rows[-2].check == "mig-reconfig"  # the watchdog's rows follow the snapshot's
+    assert rows[-1] is cert_row  # and the certificates' row, read from the same kubeconfig and context, is last
+    assert shaken == [(kubeconfig, "ctx", certs.fix_for(pytest_plugin.spec_of(config)))]
     want = cluster.run(pytest_plugin.spec_of(config), recorded("local-world"), charts_reachable=False, simulated=True)
-    assert rows[:-1] == want
+    assert rows[:-2] == want
     assert {r.check for r in rows if r.verdict is Verdict.skipped} == set(checks.LOCAL_WORLD)
     assert pytest_plugin.cluster_results(config) is rows  # asked once per session

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from gpucluster.errors import InputError
 from gpucluster.verify import checks, report
-from gpucluster.verify.model import Result, Verdict, compare, differences, fail, ok, problems, skip, unallowed
+from gpucluster.verify.model import Result, Verdict, compare, differences, fail, ok, problems, skip, unallowed, warn
 
 ROWS = [
     ok("node-ready", "l4-1", "True", "True"),
@@ -111,7 +111,7 @@ def test_allowance_lines_count_each_allowed_checks_unmeasured_rows() -> None:
 def test_json_carries_the_counts_the_allowances_and_who_allowed_each_row() -> None:
     data = json.loads(report.to_json(ROWS, {"cluster": "local"}, ALLOWED))
     assert data["cluster"] == "local"
-    assert data["summary"] == {"pass": 1, "fail": 1, "not-measured": 2}
+    assert data["summary"] == {"pass": 1, "fail": 1, "not-measured": 2, "warn": 0}
     assert data["allowedNotMeasured"] == ALLOWED
     assert [r.get("allowed") for r in data["results"]] == [None, None, ALLOWED["charts-installed"], None]
     assert data["results"][1] == ROWS[1].to_dict()
@@ -142,3 +142,21 @@ def test_reports_are_written_where_asked(tmp_path) -> None:
     target = tmp_path / "a" / "b" / "verify.json"
     report.write(target, "{}")
     assert target.read_text() == "{}"
+
+
+def test_a_warning_is_shown_and_counted_but_never_fails_a_run() -> None:
+    rows = [ok("node-ready", "l4-1", "True", "True"),
+            warn("control-plane-certificates", "apiserver/x:6443", "valid for 30+ days", "expires soon", "renew: do X")]
+    assert problems(rows, {}) == ""
+    assert report.counts(rows) == {"pass": 1, "fail": 0, "not-measured": 0, "warn": 1}
+    assert report.summary_line(report.counts(rows)) == "1 passed, 0 failed, 0 not measured, 1 warning"
+    console = Console(width=200, record=True, color_system=None)
+    report.table(rows, console, only_problems=True)
+    text = console.export_text()
+    assert "expires soon (renew: do X)" in text and "│ warn" in text and "node-ready" not in text
+    suite = ET.fromstring(report.to_junit(rows))
+    assert suite.get("failures") == "0" and suite.get("skipped") == "0"
+    out = suite[1].find("system-out")
+    assert out is not None and out.text is not None and out.text.startswith("warning: renew: do X")
+    with pytest.raises(ValueError, match="warning of c-x/s without a reason"):
+        warn("c-x", "s", "", "", "")

@@ -367,6 +367,17 @@ def test_the_suite_parametrizes_one_test_per_row(monkeypatch) -> None:
     assert not hasattr(other, "got")
 
 
+def test_the_suites_cluster_test_passes_a_warning_with_a_pytest_warning_and_fails_a_failure() -> None:
+    from gpucluster.verify.model import warn
+    from gpucluster.verify.suite import test_cluster as suite
+
+    row = warn("control-plane-certificates", "apiserver/x:6443", "valid", "expires soon", "renew: do X")
+    with pytest.warns(UserWarning, match="control-plane-certificates apiserver/x:6443: renew: do X"):
+        suite.test_cluster(row, None)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="expected valid, actual expired"):
+        suite.test_cluster(fail("control-plane-certificates", "apiserver/x:6443", "valid", "expired"), None)  # type: ignore[arg-type]
+
+
 def test_the_suites_host_test_matches_hosts_by_name_or_address_and_judges_their_rows(monkeypatch) -> None:
     from gpucluster.verify.suite import test_hosts as suite
 

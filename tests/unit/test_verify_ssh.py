@@ -92,12 +92,13 @@ def inventory(tmp_path_factory) -> Path:
 
 
 def test_verify_hosts_ssh_connects_where_the_inventory_says(inventory, monkeypatch, tmp_path, cli):
+    from gpucluster.verify import certs, hosts, watchdog
     from gpucluster.verify import cluster as verify_cluster
-    from gpucluster.verify import hosts, watchdog
     from gpucluster.verify.snapshot import Snapshot
 
     monkeypatch.setattr(verify_cluster, "fetch", lambda *a, **k: Snapshot())
     monkeypatch.setattr(watchdog, "live_rows", lambda *a, **k: [])
+    monkeypatch.setattr(certs, "rows", lambda *a, **k: [])
     reached: dict[str, Target] = {}
 
     def record(host, mode, target=None):

@@ -97,6 +97,11 @@ def test_verify_from_the_controller_measures_the_real_cluster():
     for host in SPEC.hosts:
         for check in ("node-ready", "node-labels", "node-taints"):
             assert rows[(check, host.name)]["verdict"] == "pass", rows[(check, host.name)]
+    # The certificates real kubeadm signed at init (one year, CertificateValidityPeriod): the API server's, read
+    # over TLS, and the fetched admin kubeconfig's client certificate, both with most of the year left.
+    [certs] = [r for (check, _), r in rows.items() if check == "control-plane-certificates"]
+    assert certs["verdict"] == "pass" and certs["actual"].endswith("2 certificates read"), certs
+    assert int(certs["actual"].split(" days left")[0].rsplit("(", 1)[1]) >= 360, certs
     # The control-plane host is expected to publish no GPU or RDMA resources: measured, and none.
     assert rows[("node-capacity", CP)]["verdict"] == "pass"
     # The other GPU hosts' devices cannot be measured: no GPU, and no device plugin (its chart is not

@@ -65,6 +65,8 @@ def print_report(report: Report, output: str) -> None:
             if p["verdict"] == "fail":
                 console.print(f"[red]failed[/red] {p['check']} {p['subject']}: expected {p['expected']}, "
                               f"actual {p['actual']}", soft_wrap=True)
+            elif p["verdict"] == "warn":
+                console.print(f"[yellow]warning[/yellow] {p['check']} {p['subject']}: {p['reason']}", soft_wrap=True)
             else:
                 skips[(p["check"], p["reason"])] = skips.get((p["check"], p["reason"]), 0) + 1
         allowed = report.verify.get("allowedNotMeasured", {})

@@ -51,7 +51,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     if show_checklist:
         click.echo("\n".join(checklist.lines()))
         return
-    from gpucluster.verify import checks, cluster, watchdog
+    from gpucluster.verify import certs, checks, cluster, watchdog
 
     user_allowed = checks.parse(allow_not_measured)  # bad ids are bad input, before anything is asked
     spec = inventories.load(inventory)
@@ -78,6 +78,7 @@ def verify(inventory: Path | None, kubeconfig: Path | None, context: str | None,
     results: list[Result] = cluster.run(spec, snap, charts_reachable=not (local or no_chart_repositories),
                                         simulated=local)
     results += followed
+    results += certs.rows(config, context, fix=certs.fix_for(spec, inventories.resolve(inventory)))
     if host_mode != "none":
         from gpucluster.verify import hosts
 

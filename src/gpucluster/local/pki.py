@@ -35,6 +35,11 @@ APISERVER_NAMES = (
     "kubernetes.default.svc.cluster.local",
 )
 LOOPBACK = ipaddress.ip_address("127.0.0.1")
+#: Validity of every certificate the local world signs, and of its CA, in days: kubeadm's own defaults
+#: (k8s.io/kubernetes v1.37.2 cmd/kubeadm/app/constants/constants.go:47-50, ``CertificateValidityPeriod``
+#: and ``CACertificateValidityPeriod``). A fresh world (``gpucluster local up --reset``) gets new ones.
+LEAF_DAYS = 365
+CA_DAYS = 3650
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ def _sign_leaf(
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    return key, _validity(builder, 365).sign(ca_key, hashes.SHA256())
+    return key, _validity(builder, LEAF_DAYS).sign(ca_key, hashes.SHA256())
 
 
 def _write_pair(pki: Pki, stem: str, key: ec.EllipticCurvePrivateKey, cert: x509.Certificate) -> None:
@@ -145,7 +150,7 @@ def generate(directory: Path, service_ip: str) -> Pki:
             x509.KeyUsage(True, False, True, False, False, True, True, False, False), critical=True
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False),
-        3650,
+        CA_DAYS,
     ).sign(ca_key, hashes.SHA256())
     _write_pair(pki, "ca", ca_key, ca_cert)
 

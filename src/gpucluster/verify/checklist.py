@@ -41,6 +41,10 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
      "the runbook itself is docs/runbooks.md; alerts link to it"),
     ("Driver upgrades roll without stranding nodes", ["driver-upgrade"],
      "host-managed drivers, the toolkit and Kubernetes roll with playbooks/upgrade.yml (drain, verify per node)"),
+    ("Control-plane certificates renewed before they expire", ["control-plane-certificates"],
+     "verify reads the API server's serving and the kubeconfig's client certificate and warns 30 days ahead; the "
+     "others kubeadm signs (etcd's, the front proxy's, the controllers' kubeconfigs) verify does not read: "
+     "playbooks/renew-certs.yml lists them (`kubeadm certs check-expiration`) and renews them all"),
     ("Cold start, preemption and rollback tested", [],
      "not automatable by a read-only verify: needs disruptive experiments, covered by the integration "
      "tests (Volcano preemption, idempotent `up` re-runs, `down`)"),

@@ -56,6 +56,7 @@ CHECKS: dict[str, str] = {
     "mig-reconfig": "MIG layout changes reach success",
     "sharing-reconfig": "sharing changes reach GPU Feature Discovery",
     "driver-upgrade": "GPU Operator driver upgrades",
+    "control-plane-certificates": "the API server's serving and the kubeconfig's client certificate, not near expiry",
     "host-reachable": "the host answers",
     "host-swap": "swap off",
     "host-sysctl": "bridge/forwarding sysctls, live and persisted",

@@ -10,6 +10,9 @@ from typing import Any
 
 class Verdict(str, Enum):
     passed = "pass"
+    #: Measured and not failed, but soon will be (a certificate about to expire): shown and counted, never
+    #: a failure (exit 0), so a run stays green while the row says what to do before it turns red.
+    warned = "warn"
     failed = "fail"
     #: The check could not be measured (its reason says why). Never a pass: ``verify`` and ``up``
     #: fail on it unless its check is allowed to be unmeasured (:mod:`gpucluster.verify.checks`).
@@ -26,8 +29,9 @@ class Result:
     reason: str = ""  # why it failed or was skipped
 
     def __post_init__(self) -> None:
-        if self.verdict is Verdict.skipped and not self.reason:
-            raise ValueError(f"skip of {self.check}/{self.subject} without a reason")
+        if self.verdict in (Verdict.skipped, Verdict.warned) and not self.reason:
+            what = "skip" if self.verdict is Verdict.skipped else "warning"
+            raise ValueError(f"{what} of {self.check}/{self.subject} without a reason")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -49,6 +53,11 @@ def fail(check: str, subject: str, expected: object, actual: object, reason: str
     return Result(check, subject, Verdict.failed, _s(expected), _s(actual), reason)
 
 
+def warn(check: str, subject: str, expected: object, actual: object, reason: str) -> Result:
+    """A row that passes today but needs action soon; ``reason`` says what and how."""
+    return Result(check, subject, Verdict.warned, _s(expected), _s(actual), reason)
+
+
 def skip(check: str, subject: str, reason: str) -> Result:
     """A row that was not measured, with the reason (shown as "not measured", never as a pass)."""
     return Result(check, subject, Verdict.skipped, reason=reason)
@@ -63,7 +72,7 @@ def problems(results: list[Result], allowed: Mapping[str, str]) -> str:
     """Why a run with ``results`` does not pass ("" when it does).
 
     Failed rows always count; so does every row that was not measured, unless its check is in
-    ``allowed`` (check id -> who allowed it: :func:`gpucluster.verify.checks.allowed`).
+    ``allowed`` (check id -> who allowed it: :func:`gpucluster.verify.checks.allowed`). Warnings never do.
     """
     failed = sum(r.verdict is Verdict.failed for r in results)
     parts = [f"{failed} check(s) failed"] if failed else []

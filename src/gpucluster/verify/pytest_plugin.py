@@ -95,13 +95,15 @@ def spec_of(config: pytest.Config) -> Any:
 
 def cluster_results(config: pytest.Config) -> list:
     """Every row `gpucluster verify` shows without --hosts: one snapshot (its LISTs and the tenant access
-    reviews), DCGM metrics, and the reconfiguration watchdog's and driver upgrades' rows."""
+    reviews), DCGM metrics, the reconfiguration watchdog's and driver upgrades' rows, and the control-plane
+    certificates' row."""
     __tracebackhide__ = True
     if _CLUSTER not in config.stash:
         from gpucluster import inventory
-        from gpucluster.verify import cluster, upgrades, watchdog
+        from gpucluster.verify import certs, cluster, upgrades, watchdog
 
         spec = spec_of(config)
+        inventory_dir = config.getoption("--gpucluster-inventory")
         problem = ""
         try:
             kubeconfig = inventory.kubeconfig_for(spec, config.getoption("--gpucluster-kubeconfig"))
@@ -112,7 +114,8 @@ def cluster_results(config: pytest.Config) -> list:
             local = inventory.is_local(spec)
             snap = cluster.fetch(spec, kubeconfig, context, metrics_urls=config.getoption("--gpucluster-metrics-url"),
                                  simulated=local)
-            config.stash[_CLUSTER] = cluster.run(spec, snap, charts_reachable=not local, simulated=local) + followed
+            config.stash[_CLUSTER] = (cluster.run(spec, snap, charts_reachable=not local, simulated=local) + followed
+                                      + certs.rows(kubeconfig, context, fix=certs.fix_for(spec, inventory_dir)))
         except GpuclusterError as err:
             problem = str(err)
         if problem:

@@ -13,17 +13,22 @@ from rich.table import Table
 
 from gpucluster.verify.model import Result, Verdict
 
-STYLE = {Verdict.passed: "green", Verdict.failed: "bold red", Verdict.skipped: "yellow"}
+STYLE = {Verdict.passed: "green", Verdict.warned: "bold yellow", Verdict.failed: "bold red", Verdict.skipped: "yellow"}
 
 
 def counts(results: list[Result]) -> dict[str, int]:
-    """Rows per verdict: ``pass``, ``fail`` and ``not-measured``."""
+    """Rows per verdict: ``pass``, ``fail``, ``not-measured`` and ``warn`` (passing, but act soon)."""
     c = Counter(r.verdict for r in results)
-    return {"pass": c[Verdict.passed], "fail": c[Verdict.failed], "not-measured": c[Verdict.skipped]}
+    return {"pass": c[Verdict.passed], "fail": c[Verdict.failed], "not-measured": c[Verdict.skipped],
+            "warn": c[Verdict.warned]}
 
 
 def summary_line(c: dict[str, int]) -> str:
-    return f"{c['pass']} passed, {c['fail']} failed, {c['not-measured']} not measured"
+    """The counts in words; warnings are named only when there are some (a summary from before they existed
+    has no ``warn``)."""
+    warned = c.get("warn", 0)
+    return (f"{c['pass']} passed, {c['fail']} failed, {c['not-measured']} not measured"
+            + (f", {warned} warning{'' if warned == 1 else 's'}" if warned else ""))
 
 
 def word(r: Result, allowed: Mapping[str, str]) -> str:
@@ -66,7 +71,8 @@ def to_json(results: list[Result], meta: dict, allowed: Mapping[str, str] | None
 
 
 def to_junit(results: list[Result], name: str = "gpucluster-verify", allowed: Mapping[str, str] | None = None) -> str:
-    """JUnit XML: a failed row is a failure; a row not measured is a failure too unless allowed (then a skip)."""
+    """JUnit XML: a failed row is a failure; a row not measured is a failure too unless allowed (then a skip); a
+    warning passes, with what to do in its ``system-out``."""
     allowed = allowed or {}
     failures = sum(r.verdict is Verdict.failed or (r.verdict is Verdict.skipped and r.check not in allowed)
                    for r in results)
@@ -78,6 +84,8 @@ def to_junit(results: list[Result], name: str = "gpucluster-verify", allowed: Ma
         if r.verdict is Verdict.failed:
             f = ET.SubElement(case, "failure", message=r.reason or "mismatch")
             f.text = f"expected: {r.expected}\nactual: {r.actual}"
+        elif r.verdict is Verdict.warned:
+            ET.SubElement(case, "system-out").text = f"warning: {r.reason}\nexpected: {r.expected}\nactual: {r.actual}"
         elif r.verdict is Verdict.skipped and r.check in allowed:
             ET.SubElement(case, "skipped", message=f"not measured ({allowed[r.check]}): {r.reason}")
         elif r.verdict is Verdict.skipped:
