@@ -29,6 +29,14 @@ else
   # (tests/upstream/test_volcano_chart_upstream.py). Cached once built.
   .venv/bin/gpucluster tools install prometheus prometheus-operator nvidia-device-plugin nvml-stub dra-cel \
     flux-crds argocd-crds helmfile-check helm || exit $?
+  # An S3 server for the shared stack-state tests (tests/integration/test_shared_backend.py): moto's
+  # standalone server, in a virtualenv of its own (its boto libraries pin a python-dateutil older than
+  # the Kubernetes client's), made once per machine.
+  moto="$HOME/.cache/gpucluster/venvs/moto-5.2.5"
+  if [ ! -f "$moto/.complete" ]; then  # made in place (a virtualenv's scripts name their own path)
+    rm -rf "$moto" && python3 -m venv "$moto" && "$moto/bin/pip" install -q 'moto[server]==5.2.5' \
+      && touch "$moto/.complete" || exit $?
+  fi
   # The toolchain was just built: a test that finds a tool missing must fail, not skip.
   export GPUCLUSTER_REQUIRE_TOOLS=1
 fi

@@ -219,7 +219,7 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
            verify: bool = True, reset: bool = False, context: str | None = None,
            allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
            chart_repositories: bool = True, adopt: Sequence[str] = (), only: Sequence[str] = (),
-           limit: Sequence[str] = ()) -> Report:
+           limit: Sequence[str] = (), backend: str | None = None) -> Report:
     """The body of ``gpucluster up`` (callable from tests and benchmarks).
 
     ``allow_not_measured`` (check id -> who allowed it, :func:`gpucluster.verify.checks.parse`): rows of
@@ -235,7 +235,8 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
     (:mod:`gpucluster.pulumi.ownership`).
     ``only``: run just these stacks (``platform``, ``tenants``), no host layer; ``tenants`` alone needs a
     platform stack an earlier run applied. ``limit``: real hosts, the host layer changes only these hosts
-    of the spec, then both stacks run.
+    of the spec, then both stacks run. ``backend``: a shared Pulumi backend URL (``--backend``, else
+    ``$PULUMI_BACKEND_URL``; :func:`gpucluster.pulumi.engine.backend_url`); None keeps the state in ``state``.
 
     The whole run holds the lock of the stack state, so a second ``up``/``down`` on the same state
     stops at once naming the first instead of racing it.
@@ -249,11 +250,12 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
         _check_only_and_limit(spec, only, limit, hosts=hosts)
+        backend = _backend_for(spec, backend, kubeconfig)
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     if set(only) == {"tenants"}:
         from gpucluster.pulumi.engine import Engine
 
-        if not Engine(state, spec.metadata.name).state_resources("platform"):
+        if not Engine(state, spec.metadata.name, backend).state_resources("platform"):
             raise InputError(f"--only tenants: the platform stack of {spec.metadata.name} was never applied (no "
                              f"state in {state}), and the tenants stack needs what it installs: run `gpucluster "
                              "up` without --only first")
@@ -262,9 +264,22 @@ def run_up(inventory: Path | None, *, dry_run: bool = False, state_dir: Path | N
             kubeconfig=kubeconfig, verify=verify, reset=reset, context=context,
             allow_not_measured=allow_not_measured or {},
             hosts=hosts and not only, chart_repositories=chart_repositories, adopt=adopt,
-            only=tuple(only), limit=tuple(limit))
+            only=tuple(only), limit=tuple(limit), backend=backend)
     report.count_changes()
     return report
+
+
+def _backend_for(spec: ClusterSpec, backend: str | None, kubeconfig: Path | None) -> str | None:
+    """The shared backend (:func:`gpucluster.pulumi.engine.backend_url`); the local world keeps its stack state
+    in its own folder, which goes with it (exit 2 for a backend there, unless --kubeconfig names the cluster)."""
+    from gpucluster.pulumi.engine import backend_url
+
+    url = backend_url(backend)
+    if url is not None and inventories.is_local(spec) and kubeconfig is None:
+        raise InputError("--backend/PULUMI_BACKEND_URL: the local world keeps its stack state in its own folder, "
+                         "which `down` removes with it; a shared backend is for a cluster named by -i and "
+                         "--kubeconfig (leave it out here, or unset PULUMI_BACKEND_URL)")
+    return url
 
 
 #: The stacks ``up --only`` may name, in the order they run.
@@ -329,7 +344,7 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
         world_dir: Path | None, kubeconfig: Path | None, verify: bool, reset: bool,
         context: str | None = None, allow_not_measured: Mapping[str, str] | None = None, hosts: bool = True,
         chart_repositories: bool = True, adopt: Sequence[str] = (), only: tuple[str, ...] = (),
-        limit: tuple[str, ...] = ()) -> Report:
+        limit: tuple[str, ...] = (), backend: str | None = None) -> Report:
     world = None
     if not inventories.is_local(spec):
         kubeconfig = _host_layer(report, run, spec, inventory, state, dry_run=dry_run, hosts=hosts,
@@ -351,7 +366,7 @@ def _up(report: Report, run: Runner, spec: ClusterSpec, inventory: Path | None, 
                                 "plane, the Pulumi engine and the provider are real")
     charts = chart_repositories and world is None
     _stacks(report, run, spec, kubeconfig, state, local=world is not None, dry_run=dry_run, context=context,
-            charts=charts, adopt=adopt, only=only)
+            charts=charts, adopt=adopt, only=only, backend=backend)
     if verify and not dry_run:
         from gpucluster.verify import checks
         from gpucluster.verify.model import Result, unallowed
@@ -408,7 +423,7 @@ def verify_cluster(spec: ClusterSpec, kubeconfig: Path | None, *, settle_s: floa
 
 def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | None, state: Path, *,
             local: bool, dry_run: bool, context: str | None = None, charts: bool = True,
-            adopt: Sequence[str] = (), only: tuple[str, ...] = ()) -> Report:
+            adopt: Sequence[str] = (), only: tuple[str, ...] = (), backend: str | None = None) -> Report:
     from gpucluster.pulumi.cluster import discover, wait_ready
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import plan
@@ -421,9 +436,10 @@ def _stacks(report: Report, run: Runner, spec: ClusterSpec, kubeconfig: Path | N
         prerequisites.check(rendered.objects(), facts.served, simulated=local,
                             source=f"the spec of {spec.metadata.name}")
         plans = plan(rendered, facts)
-        engine = Engine(state, spec.metadata.name)
+        engine = Engine(state, spec.metadata.name, backend)
         engine.setup()
         names = [n for n in STACKS if not only or n in only]
+        engine.share_salt(STACKS)  # a shared backend: its passphrase checked before anything touches the cluster
         if only:
             say(f"--only: the {' and '.join(names)} stack{'s' if len(names) > 1 else ''}; "
                 + ("no other stack, no host layer" if len(names) < len(STACKS) else "no host layer"))
@@ -557,7 +573,8 @@ def _left_out_objects(rendered: Any, stack_plan: Any) -> list[dict[str, Any]]:
 
 def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,
              kubeconfig: Path | None = None, keep_world: bool = False, quiet: bool = False,
-             context: str | None = None, confirm: Callable[[Any], bool] | None = None) -> Report:
+             context: str | None = None, confirm: Callable[[Any], bool] | None = None,
+             backend: str | None = None) -> Report:
     """The body of ``gpucluster down``: tenants, then platform, then (local) the world.
 
     Before the stacks are destroyed object by object, what that deletes (from the stack state: each
@@ -576,15 +593,16 @@ def run_down(inventory: Path | None, *, state_dir: Path | None = None, world_dir
     with run.phase("validate"):
         spec = inventories.load(inventory)
         report.environment = spec.metadata.name
+        backend = _backend_for(spec, backend, kubeconfig)
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     with _held(spec, state, world_dir, kubeconfig, inventory):
         return _down(report, run, spec, state, world_dir=world_dir, kubeconfig=kubeconfig, keep_world=keep_world,
-                     context=context, confirm=confirm)
+                     context=context, confirm=confirm, backend=backend)
 
 
 def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_dir: Path | None,
           kubeconfig: Path | None, keep_world: bool, context: str | None = None,
-          confirm: Callable[[Any], bool] | None = None) -> Report:
+          confirm: Callable[[Any], bool] | None = None, backend: str | None = None) -> Report:
     from gpucluster.pulumi.engine import Engine
     from gpucluster.pulumi.plan import StackPlan
 
@@ -611,7 +629,8 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
                                 "removed" if world is not None else
                                 "local world not running: nothing to destroy; stack state removed")
             return report
-    engine = Engine(state, spec.metadata.name)
+    engine = Engine(state, spec.metadata.name, backend)
+    engine.share_salt(("tenants", "platform"))
     with run.phase("what down deletes"):
         from gpucluster.pulumi import teardown
         from gpucluster.pulumi.cluster import live_uids, namespace_contents
@@ -640,7 +659,7 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
 
 
 def run_drift(inventory: Path | None, *, state_dir: Path | None = None, world_dir: Path | None = None,
-              kubeconfig: Path | None = None, context: str | None = None) -> Any:
+              kubeconfig: Path | None = None, context: str | None = None, backend: str | None = None) -> Any:
     """The body of ``gpucluster drift``: every object the stacks' state records, compared with the cluster
     (:mod:`gpucluster.pulumi.drift`); changes nothing. Holds the stack state's lock (an ``up`` under way
     would make the state and the cluster disagree for a moment)."""
@@ -650,9 +669,10 @@ def run_drift(inventory: Path | None, *, state_dir: Path | None = None, world_di
     from gpucluster.pulumi.engine import Engine
 
     spec = inventories.load(inventory)
+    backend = _backend_for(spec, backend, kubeconfig)
     state = _state_of(spec, state_dir, world_dir, kubeconfig)
     local = inventories.is_local(spec) and kubeconfig is None
-    engine = Engine(state, spec.metadata.name)
+    engine = Engine(state, spec.metadata.name, backend)
     if not any(engine.state_resources(n, pending=False) for n in ("platform", "tenants")):
         raise InputError(f"no stack state of {spec.metadata.name} in {state}: nothing was applied from there, so "
                          "there is nothing to compare. Run `gpucluster up` first, or pass the --state-dir it used.")
@@ -674,14 +694,15 @@ def run_drift(inventory: Path | None, *, state_dir: Path | None = None, world_di
 
 
 def run_backup_stacks(inventory: Path | None, out: Path, *, state_dir: Path | None = None,
-                      world_dir: Path | None = None) -> dict[str, Any]:
+                      world_dir: Path | None = None, backend: str | None = None) -> dict[str, Any]:
     """The body of ``gpucluster backup stacks`` (:mod:`gpucluster.pulumi.statebackup`): holds the state's lock."""
     from gpucluster.pulumi import statebackup
     from gpucluster.pulumi.engine import Engine
 
     spec = inventories.load(inventory)
+    backend = _backend_for(spec, backend, None)
     state = _state_of(spec, state_dir, world_dir, None)
-    engine = Engine(state, spec.metadata.name)
+    engine = Engine(state, spec.metadata.name, backend)
     with lockfile.hold(state, f"the stacks of {spec.metadata.name}"):
         doc = statebackup.take(engine, spec.metadata.name)
         statebackup.write(out, doc)
@@ -690,16 +711,18 @@ def run_backup_stacks(inventory: Path | None, out: Path, *, state_dir: Path | No
 
 
 def run_restore_stacks(inventory: Path | None, source: Path, *, state_dir: Path | None = None,
-                       world_dir: Path | None = None, replace: bool = False) -> dict[str, Any]:
+                       world_dir: Path | None = None, replace: bool = False,
+                       backend: str | None = None) -> dict[str, Any]:
     """The body of ``gpucluster restore stacks``: the file checked first, then the state held as ``up`` holds it."""
     from gpucluster.pulumi import statebackup
     from gpucluster.pulumi.engine import Engine
 
     spec = inventories.load(inventory)
     doc = statebackup.read(source, spec.metadata.name)
+    backend = _backend_for(spec, backend, None)
     state = _state_of(spec, state_dir, world_dir, None)
     with _held(spec, state, world_dir, None, inventory):
-        counts = statebackup.restore(Engine(state, spec.metadata.name), doc, replace=replace)
+        counts = statebackup.restore(Engine(state, spec.metadata.name, backend), doc, replace=replace)
     return {"environment": spec.metadata.name, "file": str(source), "takenAt": doc["takenAt"], "stacks": counts}
 
 

@@ -95,8 +95,17 @@ def _announce(command: str, inventory: Path | None, state_dir: Path | None, worl
                                        state_dir=state_dir, fetched_later=fetched_later))
 
 
+#: --backend of every command that reads or writes the stack state.
+_backend = click.option(
+    "--backend", "backend", default=None, metavar="URL",
+    help="Keep the stack state in this Pulumi backend, shared by every runner (s3://BUCKET?region=...&endpoint=..., "
+         "gs://, azblob://, file://) [default: $PULUMI_BACKEND_URL, else the state folder]. Each stack is locked "
+         "while an update runs; every runner needs the same PULUMI_CONFIG_PASSPHRASE. docs/gitops.md.")
+
+
 @click.command("up")
 @options.inventory
+@_backend
 @options.output("text", "json")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where stack state lives (file backend), with the admin kubeconfig the host layer fetches "
@@ -124,7 +133,7 @@ def _announce(command: str, inventory: Path | None, state_dir: Path | None, worl
 def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
        kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, skip_hosts: bool,
        dry_run: bool, only: tuple[str, ...], limit: tuple[str, ...], no_verify: bool, reset: bool,
-       allow_not_measured: tuple[str, ...], adopt: tuple[str, ...]) -> None:
+       allow_not_measured: tuple[str, ...], adopt: tuple[str, ...], backend: str | None) -> None:
     """Bring the cluster to the spec: the local world (local inventory) or the host layer (real hosts:
     playbooks/site.yml, then the admin kubeconfig from the init host), the platform and tenants
     stacks, verify.
@@ -141,7 +150,7 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
                          kubeconfig=kubeconfig, verify=not no_verify, reset=reset,
                          context=context, allow_not_measured=allowed, hosts=not skip_hosts,
                          chart_repositories=not no_chart_repositories, adopt=adopt, only=only,
-                         limit=[h for value in limit for h in value.split(",") if h])
+                         limit=[h for value in limit for h in value.split(",") if h], backend=backend)
     print_report(report, output)
     problems = []
     if report.left_out:
@@ -165,6 +174,7 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
 
 @click.command("down")
 @options.inventory
+@_backend
 @options.output("text", "json")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where stack state lives (file backend) [default: ~/.local/state/gpucluster].")
@@ -174,7 +184,7 @@ def up(inventory: Path | None, output: str, state_dir: Path | None, world_dir: P
 @click.option("-y", "--yes", is_flag=True, help="Delete without asking (pipelines). Without it `down` lists what it "
               "deletes and asks; on a non-interactive stdin it refuses (exit 2).")
 def down(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-         kubeconfig: Path | None, context: str | None, keep_world: bool, yes: bool) -> None:
+         kubeconfig: Path | None, context: str | None, keep_world: bool, yes: bool, backend: str | None) -> None:
     """Destroy the tenants stack, then the platform stack, then (local inventory) the local world.
 
     Only what the stack state records as created by gpucluster is deleted; adopted objects (`up --adopt`)
@@ -185,7 +195,7 @@ def down(inventory: Path | None, output: str, state_dir: Path | None, world_dir:
     _announce("down", inventory, state_dir, world_dir, kubeconfig, context)
     report = flow.run_down(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
                            keep_world=keep_world, context=context,
-                           confirm=None if yes else ask_before_deleting)
+                           confirm=None if yes else ask_before_deleting, backend=backend)
     print_report(report, output)
 
 
@@ -213,12 +223,13 @@ _state_dir_as_given_to_up = click.option(
 
 @click.command("drift")
 @options.inventory
+@_backend
 @options.output("text", "json")
 @_state_dir_as_given_to_up
 @options.world_dir
 @options.cluster
-def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-          kubeconfig: Path | None, context: str | None) -> None:
+def drift(inventory: Path | None, backend: str | None, output: str, state_dir: Path | None,
+          world_dir: Path | None, kubeconfig: Path | None, context: str | None) -> None:
     """Say which objects of the stacks were changed on the cluster outside them, field by field; change nothing.
 
     For each object the stack state records, the API server is asked what applying the stack's last inputs
@@ -231,7 +242,7 @@ def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir
     from gpucluster.errors import DriftFound
 
     report = flow.run_drift(inventory, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
-                            context=context)
+                            context=context, backend=backend)
     if output == "json":
         jsonout.emit(report.as_dict())
     else:
@@ -244,6 +255,7 @@ def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir
 
 @click.command("plan")
 @options.inventory
+@_backend
 @options.output("text", "json")
 @_state_dir_as_given_to_up
 @options.world_dir
@@ -252,7 +264,7 @@ def drift(inventory: Path | None, output: str, state_dir: Path | None, world_dir
 @click.option("--out-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write plan.md and plan.json there (for a pull request); files of those names that "
                    "`gpucluster plan` did not write are refused.")
-def plan(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+def plan(inventory: Path | None, backend: str | None, output: str, state_dir: Path | None, world_dir: Path | None,
          kubeconfig: Path | None, context: str | None, no_chart_repositories: bool, out_dir: Path | None) -> None:
     """What `up` would change in the stacks, object by object with each changed field; change nothing.
 
@@ -266,7 +278,7 @@ def plan(inventory: Path | None, output: str, state_dir: Path | None, world_dir:
 
     report = flow.run_up(inventory, dry_run=True, state_dir=state_dir, world_dir=world_dir, kubeconfig=kubeconfig,
                          verify=False, context=context, hosts=False,
-                         chart_repositories=not no_chart_repositories, quiet=True)
+                         chart_repositories=not no_chart_repositories, quiet=True, backend=backend)
     doc = planfile.document(report.environment, report.stacks)
     if out_dir is not None:
         written = planfile.write(out_dir, doc)
@@ -286,20 +298,21 @@ def backup() -> None:
 
 @backup.command("stacks")
 @options.inventory
+@_backend
 @options.output("text", "json")
 @_state_dir_as_given_to_up
 @options.world_dir
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The file to write (mode 0600; never written over an existing file).")
-def backup_stacks(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-                  out: Path) -> None:
+def backup_stacks(inventory: Path | None, backend: str | None, output: str, state_dir: Path | None,
+                  world_dir: Path | None, out: Path) -> None:
     """Write both stacks' state (`pulumi stack export` of each; secrets stay encrypted) into one file.
 
     The file restores with `gpucluster restore stacks` and the same passphrase (PULUMI_CONFIG_PASSPHRASE, else
     the state folder's `passphrase` file): keep that with it. Reads the state only; holds its lock meanwhile.
     Exit 2: no stack state, or the file exists.
     """
-    result = flow.run_backup_stacks(inventory, out, state_dir=state_dir, world_dir=world_dir)
+    result = flow.run_backup_stacks(inventory, out, state_dir=state_dir, world_dir=world_dir, backend=backend)
     if output == "json":
         jsonout.emit(result)
     else:
@@ -332,21 +345,23 @@ def restore() -> None:
 
 @restore.command("stacks")
 @options.inventory
+@_backend
 @options.output("text", "json")
 @_state_dir_as_given_to_up
 @options.world_dir
 @click.option("--from", "source", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The file `gpucluster backup stacks` wrote.")
 @click.option("-y", "--yes", is_flag=True, help="Replace a stack state that holds resources (without it: exit 2).")
-def restore_stacks(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
-                   source: Path, yes: bool) -> None:
+def restore_stacks(inventory: Path | None, backend: str | None, output: str, state_dir: Path | None,
+                   world_dir: Path | None, source: Path, yes: bool) -> None:
     """Put both stacks' state back from a backup (`pulumi stack import` of each); the cluster is not touched.
 
     The file must be a backup of this inventory's environment whose every resource belongs to its stacks
     (exit 2 otherwise, before any stack changes). The next `gpucluster up` (or `plan`) compares the restored
     state with the cluster as usual.
     """
-    result = flow.run_restore_stacks(inventory, source, state_dir=state_dir, world_dir=world_dir, replace=yes)
+    result = flow.run_restore_stacks(inventory, source, state_dir=state_dir, world_dir=world_dir, replace=yes,
+                                     backend=backend)
     if output == "json":
         jsonout.emit(result)
     else:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucluster.errors import Interrupted, StackFailed
+from gpucluster.errors import InputError, Interrupted, StackFailed, StateLocked
 from gpucluster.pulumi import fingerprint
 from gpucluster.pulumi.objects import PROVIDER_VERSION
 from gpucluster.pulumi.plan import StackPlan
@@ -86,9 +86,13 @@ def find_binaries() -> tuple[Path, Path | None, bool]:
 class Engine:
     """Runs stacks of one environment with state under ``state_dir``."""
 
-    def __init__(self, state_dir: Path, environment: str) -> None:
+    def __init__(self, state_dir: Path, environment: str, backend: str | None = None) -> None:
+        """``backend``: a Pulumi backend URL shared between runners (``s3://...``, ``gs://...``, ``azblob://...``,
+        ``file://...``; :func:`backend_url`); None keeps the state in ``state_dir/backend``, this machine's."""
         self.dir = state_dir.expanduser().resolve()
         self.environment = environment
+        self.backend = backend
+        self._exports: dict[str, dict[str, Any]] = {}
         self._cmd: Any = None
         self._env: dict[str, str] | None = None
         self._binaries: tuple[Path, Path | None] | None = None
@@ -103,6 +107,16 @@ class Engine:
         """
         if os.environ.get("PULUMI_CONFIG_PASSPHRASE") is not None:
             return os.environ["PULUMI_CONFIG_PASSPHRASE"]
+        if os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
+            try:
+                return Path(os.environ["PULUMI_CONFIG_PASSPHRASE_FILE"]).read_text().rstrip("\n")
+            except OSError as err:
+                raise InputError(f"PULUMI_CONFIG_PASSPHRASE_FILE: {err}") from None
+        if self.backend is not None:
+            # Runners sharing a backend share its stacks, so they must share the passphrase too: one generated
+            # here would open nothing another runner made.
+            raise InputError(f"the stack state is shared ({redact(self.backend)}): set PULUMI_CONFIG_PASSPHRASE (or "
+                             "PULUMI_CONFIG_PASSPHRASE_FILE) to the passphrase every runner uses for it")
         path = self.dir / "passphrase"
         if not path.exists():
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -115,9 +129,10 @@ class Engine:
         """Find the binaries and prepare the backend folder and environment (idempotent; starts no engine)."""
         if self._env is not None:
             return
+        passphrase = self._passphrase()  # a shared backend without one: a user error before anything else
         cli, provider, own = find_binaries()
-        backend = self.dir / "backend"
-        backend.mkdir(parents=True, exist_ok=True)
+        if self.backend is None:
+            (self.dir / "backend").mkdir(parents=True, exist_ok=True)
         # PulumiCommand wants <root>/bin/pulumi; a bin folder of links also puts our provider on
         # PATH, where the engine takes it as an ambient plugin for the version the program asks.
         bindir = self.dir / "engine" / "bin"
@@ -131,8 +146,8 @@ class Engine:
                 link.unlink(missing_ok=True)
                 link.symlink_to(target)
         env = {
-            "PULUMI_BACKEND_URL": backend.as_uri(),
-            "PULUMI_CONFIG_PASSPHRASE": self._passphrase(),
+            "PULUMI_BACKEND_URL": self.backend or (self.dir / "backend").as_uri(),
+            "PULUMI_CONFIG_PASSPHRASE": passphrase,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -186,6 +201,7 @@ class Engine:
         ``inputs`` (an ``up``): the digest of its inputs (:meth:`inputs`), recorded once the update succeeded
         so that a later ``up`` with the same inputs and state may skip the engine (:meth:`converged`).
         """
+        self._exports.pop(name, None)  # the state read before this operation is not the state after it
         import time
 
         from pulumi import automation as auto
@@ -226,17 +242,29 @@ class Engine:
             changes = dict(summary)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted during the {operation} of stack {name}: the engine stopped its "
-                              f"operation and saved the state in {self.dir / 'backend'}. Run the same command "
+                              f"operation and saved the state in {self.location}. Run the same command "
                               "again to continue from there.") from None
         except auto.errors.CommandError as err:
+            if "currently locked" in str(err):
+                # pkg/backend/diy/lock.go (v3.274.1): one line per lock, "<url>: created by user@host (pid N) at T"
+                holders = [ln.split(": created by ", 1)[1] for ln in str(err).splitlines() if ": created by " in ln]
+                raise StateLocked(f"stack {name}: another run is updating it in {self.location} (created by "
+                                  f"{'; '.join(holders) or 'a process the lock does not name'}); nothing was "
+                                  "changed. Run again once it has ended (`pulumi cancel` removes the lock of a run "
+                                  "that died).") from None
             where = "; ".join(dict.fromkeys(failed)) or _last_error(str(err))
             raise StackFailed(f"stack {name}: {operation} failed at {where}. The state is kept in "
-                              f"{self.dir / 'backend'}; fix the cause and run again to continue.") from None
+                              f"{self.location}; fix the cause and run again to continue.") from None
         if operation == "up":
             fingerprint.remember(self.work_dir(name), inputs, fingerprint.state_digest(self._state_files(name)),
                                  len(self._checkpoint(name).get("resources") or []))
         return Counts(name, operation, {k: int(v) for k, v in changes.items()}, time.monotonic() - start,
                       steps=steps)
+
+    @property
+    def location(self) -> str:
+        """Where the stack state is, for messages: the shared backend (redacted) or this machine's folder."""
+        return redact(self.backend) if self.backend is not None else str(self.dir / "backend")
 
     # -- converged re-runs ----------------------------------------------------------------------
     @property
@@ -266,7 +294,10 @@ class Engine:
 
     def converged(self, name: str, inputs: str | None) -> Counts | None:
         """Counts for an ``up`` the engine need not run: ``inputs`` and the state are those its last successful
-        update recorded (every resource unchanged, as that update left it); None when the engine must run."""
+        update recorded (every resource unchanged, as that update left it); None when the engine must run.
+        A shared backend always runs the engine: another runner may have changed the state since."""
+        if self.backend is not None:
+            return None
         rec = fingerprint.unchanged(self.work_dir(name), inputs, fingerprint.state_digest(self._state_files(name)))
         if rec is None:
             return None
@@ -295,12 +326,85 @@ class Engine:
 
         stack = self._stack(name, lambda: None)
         assert self._env is not None
+        self._exports.pop(name, None)
         try:
             self._command().run(["state", "delete", urn, "--stack", self.environment, "--yes", "--color", "never"],
                           stack.workspace.work_dir, self._env)
         except auto.errors.CommandError as err:
             raise StackFailed(f"stack {name}: cannot drop {urn} from the state: {_last_error(str(err))}. Nothing "
-                              f"was deleted; the state is in {self.dir / 'backend'}.") from None
+                              f"was deleted; the state is in {self.location}.") from None
+
+    def _exported(self, name: str) -> dict[str, Any]:
+        """The deployment of stack ``name`` in a shared backend (``pulumi stack export``; {} when it has no such
+        stack), read once per run of this Engine until the engine or an import changes it."""
+        import json
+
+        from pulumi import automation as auto
+
+        if name not in self._exports:
+            self.setup()
+            assert self._env is not None
+            work = self.work_dir(name)
+            work.mkdir(parents=True, exist_ok=True)
+            (work / "Pulumi.yaml").write_text(f"name: gpucluster-{name}\nruntime: python\n")
+            try:
+                listed = self._command().run(["stack", "ls", "--json", "--color", "never"], str(work), self._env)
+                stacks = {s.get("name") for s in json.loads(listed.stdout or "[]")}
+                if self.environment not in stacks:
+                    self._exports[name] = {}
+                    return {}
+                out = self._command().run(["stack", "export", "--stack", self.environment, "--color", "never"],
+                                          str(work), self._env)
+            except auto.errors.CommandError as err:
+                raise StackFailed(f"stack {name}: cannot read its state from {redact(self.backend or '')}: "
+                                  f"{_last_error(str(err))}") from None
+            self._exports[name] = dict(json.loads(out.stdout).get("deployment") or {})
+        return self._exports[name]
+
+    def share_salt(self, names: Any) -> None:
+        """Shared backend: this runner opens the stacks ``names`` with the passphrase salt their state records
+        (``secrets_providers``), so that every runner encrypts alike, and a passphrase that does not open that
+        salt stops the run here (InputError, exit 2), before anything on the cluster is touched.
+
+        Pulumi keeps a DIY stack's salt in the stack settings file (``Pulumi.<stack>.yaml``, ``encryptionsalt``),
+        which is this runner's own; without this, each runner would make a salt of its own, take any
+        passphrase, and leave its salt in the shared state for the next. The passphrase is checked the way the
+        CLI checks it: ``pulumi config set --secret`` into a scratch settings file holding the shared salt, which
+        the CLI refuses with "incorrect passphrase" (pkg/secrets/passphrase/manager.go at v3.274.1).
+        """
+        import tempfile
+
+        import yaml
+        from pulumi import automation as auto
+
+        if self.backend is None:
+            return
+        for name in names:
+            providers = self._exported(name).get("secrets_providers") or {}
+            salt = (providers.get("state") or {}).get("salt") if providers.get("type") == "passphrase" else None
+            if not isinstance(salt, str) or not salt:
+                continue  # a stack not made yet: this runner's salt becomes the shared one
+            assert self._env is not None
+            work = self.work_dir(name)
+            with tempfile.TemporaryDirectory(dir=work) as scratch:
+                check = Path(scratch) / f"Pulumi.{self.environment}.yaml"
+                check.write_text(yaml.safe_dump({"encryptionsalt": salt}))
+                try:
+                    self._command().run(["config", "set", "--secret", "--config-file", str(check), "--stack",
+                                         self.environment, "gpuclusterPassphraseCheck", "ok", "--color", "never"],
+                                        str(work), self._env)
+                except auto.errors.CommandError as err:
+                    if "incorrect passphrase" in str(err):
+                        raise InputError(f"stack {name}: PULUMI_CONFIG_PASSPHRASE does not open the stack state in "
+                                         f"{redact(self.backend)} (another runner made it with another passphrase): "
+                                         "use the passphrase every runner of this backend uses. Nothing was "
+                                         "changed.") from None
+                    raise StackFailed(f"stack {name}: cannot check the passphrase: {_last_error(str(err))}") from None
+            settings = work / f"Pulumi.{self.environment}.yaml"
+            doc = (yaml.safe_load(settings.read_text()) if settings.is_file() else None) or {}
+            if doc.get("encryptionsalt") != salt:
+                doc["encryptionsalt"] = salt
+                settings.write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def export_state(self, name: str) -> dict[str, Any]:
         """``pulumi stack export`` of stack ``name`` (secrets stay encrypted: no ``--show-secrets``)."""
@@ -326,6 +430,7 @@ class Engine:
 
         stack = self._stack(name, lambda: None)
         assert self._env is not None
+        self._exports.pop(name, None)
         with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.work_dir(name)) as fh:
             json.dump(export, fh)
             fh.flush()
@@ -333,7 +438,7 @@ class Engine:
                 self._command().run(["stack", "import", "--file", fh.name, "--stack", self.environment,
                                      "--color", "never"], stack.workspace.work_dir, self._env)
             except auto.errors.CommandError as err:
-                raise StackFailed(f"stack {name}: cannot import its state into {self.dir / 'backend'}: "
+                raise StackFailed(f"stack {name}: cannot import its state into {self.location}: "
                                   f"{_last_error(str(err))}") from None
 
     def _pending_operations(self, name: str) -> list[Any]:
@@ -356,6 +461,8 @@ class Engine:
         import gzip
         import json
 
+        if self.backend is not None:
+            return self._exported(name)
         base = self.dir / "backend" / ".pulumi" / "stacks" / f"gpucluster-{name}"
         for path, opener in ((base / f"{self.environment}.json", open), (base / f"{self.environment}.json.gz",
                                                                           gzip.open)):
@@ -364,6 +471,36 @@ class Engine:
                     doc = json.load(fh)
                 return dict((doc.get("checkpoint") or {}).get("latest") or {})
         return {}
+
+
+def redact(url: str) -> str:
+    """``url`` without a user name or password in it (a backend URL may carry them; messages never do)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=f"****@{host}" + (f":{parts.port}" if parts.port else "")))
+
+
+def backend_url(given: str | None) -> str | None:
+    """The shared backend to use: ``--backend`` when given, else ``$PULUMI_BACKEND_URL``; None: this machine's
+    state folder. Pulumi's own service (``https://...``) and any URL that is no backend are refused (exit 2)."""
+    url = given if given is not None else os.environ.get("PULUMI_BACKEND_URL") or None
+    if url is None:
+        return None
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in BACKEND_SCHEMES:
+        where = "--backend" if given is not None else "PULUMI_BACKEND_URL"
+        raise InputError(f"{where} {redact(url)!r}: not a backend gpucluster can keep its stacks in; use one of "
+                         + ", ".join(f"{s}://" for s in BACKEND_SCHEMES)
+                         + " (Pulumi's DIY backends, which lock each stack while an update runs)")
+    return url
+
+
+#: The DIY backends of the Pulumi CLI (pkg/backend/diy: file, and the gocloud.dev blob drivers it links).
+BACKEND_SCHEMES = ("s3", "gs", "azblob", "file")
 
 
 def _interruptible(operation: Callable[[], Any]) -> Any:
