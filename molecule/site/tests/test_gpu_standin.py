@@ -137,7 +137,15 @@ def xid_on_one_gpu():
         yield STANDIN.uuids[0]
     finally:
         # A restarted plugin registers every GPU healthy again (the runtime folder, and the fault, are gone).
-        node.check_output(f"systemctl restart {UNIT}")
+        # Stopped first, and started once the kubelet has let go of it (the last endpoint of a resource gone,
+        # its devices count as unhealthy: allocatable 0): kubelet v1.37.2 refuses a plugin that registers on
+        # the same socket before it has dropped the old connection ("device plugin already connected",
+        # pkg/kubelet/cm/devicemanager/manager.go PluginConnected), and a refused connect deregisters the old
+        # client by socket path, so its disconnect never comes and every retry is refused until the kubelet
+        # restarts (kubernetes/kubernetes#139338). A CI run at 90% CPU hit it with `systemctl restart`.
+        node.check_output(f"systemctl stop {UNIT}")
+        wait_for(f"the kubelet to drop {HOST}'s stopped device plugin", lambda: gpus("allocatable") == 0)
+        node.check_output(f"systemctl start {UNIT}")
         wait_for(f"{HOST}'s allocatable nvidia.com/gpu back at {GPUS}", lambda: gpus("allocatable") == GPUS)
 
 
