@@ -51,3 +51,18 @@ def write_if_changed(path: Path, data: str | bytes, *, mode: int | None = None) 
         pass  # unreadable: write it
     write(path, blob, mode=mode)
     return True
+
+
+def reserve(path: Path, suffix: str = "") -> Path:
+    """A new empty file beside ``path`` (``.NAME.<random>.tmp`` + ``suffix``), created exclusively with mode
+    0600: a name no one else's file has, which the caller may fill, hand to a tool, and remove."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{SUFFIX}{suffix}")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    return tmp
+
+
+def publish_new(tmp: Path, path: Path) -> None:
+    """Give the finished file ``tmp`` the name ``path`` only if no file has it (``link(2)`` fails where one
+    appeared since it was checked; a rename would replace it). FileExistsError then; ``tmp`` stays."""
+    os.link(tmp, path)

@@ -4,7 +4,9 @@
 - ``local.addons.Ledger.forget``: one add-on's record (``components.json``) in its own folder;
 - ``pulumi.fingerprint.forget``: the record of the last update (``gpucluster-last-update.json``);
 - ``scaffold.write`` (``gpucluster init``): on failure, the staging folder that call made with mkdtemp;
-- ``pulumi.ownership.write_journal``: the creates journal (``creates.json``) once nothing is left in it.
+- ``pulumi.ownership.write_journal``: the creates journal (``creates.json``) once nothing is left in it;
+- ``pulumi.statebackup.write`` and ``local.etcdsnap.save``: the names they reserved (``atomic.reserve``);
+- ``local.etcdsnap.restore``: ``etcd-data.restoring`` and ``etcd-data.before-restore`` of a world folder.
 """
 
 from __future__ import annotations
@@ -120,3 +122,86 @@ def test_a_link_at_the_journals_path_is_not_removed_nor_its_target(tmp_path: Pat
     link.symlink_to(target)
     assert not ownership.write_journal(link, [])
     assert link.is_symlink() and target.read_text() == '{"creates": []}'
+
+
+def test_a_refused_stack_backup_removes_its_own_reserved_file_only(tmp_path: Path, monkeypatch) -> None:
+    """statebackup.write: the file it reserved (O_EXCL) goes, look-alikes and the file that appeared stay."""
+    from gpucluster.errors import InputError
+    from gpucluster.pulumi import statebackup
+
+    target = tmp_path / "b.json"
+    (tmp_path / ".b.json.0a1b2c3d4e5f.tmp").write_text("someone else's")
+
+    def appeared(src, dst):  # another process took the name between the check and the link
+        Path(dst).write_text("theirs")
+        raise FileExistsError(dst)
+
+    monkeypatch.setattr(atomic.os, "link", appeared)
+    with pytest.raises(InputError, match="never written over a file"):
+        statebackup.write(target, {"kind": "x"})
+    assert _tree(tmp_path) == {".b.json.0a1b2c3d4e5f.tmp": "someone else's", "b.json": "theirs"}
+
+
+def test_an_etcd_snapshot_that_fails_removes_its_own_reserved_files_only(tmp_path: Path, monkeypatch) -> None:
+    """etcdsnap.save: the two names it reserved (the snapshot's and etcdctl's ``.part``) go, nothing else."""
+    from gpucluster.errors import LocalWorldError
+    from gpucluster.local import etcdsnap
+
+    class World:  # what save() reads of a running world
+        dir = tmp_path / "world"
+        pki = type("Pki", (), {"ca": "ca", "cert": staticmethod(lambda n: n), "key": staticmethod(lambda n: n)})()
+
+        def state(self):
+            return type("State", (), {"components": {"etcd": 1}, "alive": lambda s: {"etcd": True},
+                                      "ports": {"etcd": 1}})()
+
+    out = tmp_path / "snap.db"
+    (tmp_path / ".snap.db.0a1b2c3d4e5f.tmp.part").write_text("someone else's")
+    (tmp_path / "snap.db.part").write_text("not ours either")
+
+    def etcdctl_fails(cmd, what):
+        raise LocalWorldError(f"{what}: etcdctl exited with 1")
+
+    monkeypatch.setattr(etcdsnap, "_tool", lambda name: Path(name))
+    monkeypatch.setattr(etcdsnap, "_run", etcdctl_fails)
+    with pytest.raises(LocalWorldError):
+        etcdsnap.save(World(), out)  # type: ignore[arg-type]
+    assert _tree(tmp_path) == {".snap.db.0a1b2c3d4e5f.tmp.part": "someone else's", "snap.db.part": "not ours either"}
+
+
+def test_a_restores_leftovers_are_removed_only_in_a_world_folder_and_never_through_a_link(tmp_path: Path) -> None:
+    """etcdsnap.restore clears etcd-data.restoring and etcd-data.before-restore with ownership.remove: only in a
+    folder marked as a local world, only those names; a link out of the folder refuses, its target stays."""
+    from gpucluster import ownership
+    from gpucluster.errors import NotOurs
+    from gpucluster.local import etcdsnap
+    from gpucluster.local.world import FOLDER
+
+    names = (etcdsnap.RESTORING, etcdsnap.BEFORE_RESTORE)
+    plain = tmp_path / "not-a-world"
+    for name in names:
+        (plain / name).mkdir(parents=True)
+        (plain / name / "db").write_text("theirs")
+    with pytest.raises(NotOurs, match=r"no \.gpucluster-folder"):
+        ownership.remove(plain, FOLDER, names)
+    assert len(_tree(plain)) == 2
+
+    world = tmp_path / "world"
+    world.mkdir()
+    ownership.claim(world, FOLDER)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "db").write_text("keep")
+    (world / etcdsnap.RESTORING).symlink_to(outside)
+    with pytest.raises(NotOurs):
+        ownership.remove(world, FOLDER, names)
+    assert (outside / "db").read_text() == "keep"
+
+    (world / etcdsnap.RESTORING).unlink()
+    for name in names:
+        (world / name).mkdir()
+        (world / name / "member").write_text("ours")
+    (world / "etcd-data").mkdir()
+    (world / "etcd-data" / "member").write_text("live")
+    assert sorted(ownership.remove(world, FOLDER, names)) == sorted(names)
+    assert (world / "etcd-data" / "member").read_text() == "live" and (outside / "db").read_text() == "keep"

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpucluster import atomic, ownership
 from gpucluster.errors import InputError, LocalWorldError
 
 if TYPE_CHECKING:
@@ -63,8 +62,15 @@ def save(world: World, out: Path) -> dict[str, Any]:
         raise exists
     pki = world.pki
     # etcdctl writes <path>.part and renames it to <path>, which would replace a file that appeared
-    # meanwhile: it writes under a name of ours, linked to the asked name only if that is still free.
-    tmp = out.with_name(f".{out.name}.{secrets.token_hex(6)}.tmp")
+    # meanwhile: both names are reserved first (created here, so ours alone, and the only files this
+    # function removes), and the snapshot gets the asked name only if that is still free.
+    tmp = atomic.reserve(out)
+    part = Path(f"{tmp}.part")
+    try:
+        os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     try:
         _run([str(_tool("etcdctl")), f"--endpoints=https://127.0.0.1:{state.ports['etcd']}",
               f"--cacert={pki.ca}", f"--cert={pki.cert('apiserver-etcd-client')}",
@@ -72,12 +78,12 @@ def save(world: World, out: Path) -> dict[str, Any]:
         os.chmod(tmp, 0o600)
         status = _status(tmp)
         try:
-            os.link(tmp, out)
+            atomic.publish_new(tmp, out)
         except FileExistsError:
             raise exists from None
     finally:
         tmp.unlink(missing_ok=True)
-        Path(f"{tmp}.part").unlink(missing_ok=True)
+        part.unlink(missing_ok=True)
     return {"file": str(out), **status}
 
 
@@ -93,6 +99,8 @@ def _status(path: Path) -> dict[str, Any]:
 
 def restore(world: World, source: Path) -> dict[str, Any]:
     """Replace the world's etcd data with the snapshot ``source`` and bring the world back up on it."""
+    from gpucluster.local.world import FOLDER
+
     if not source.is_file():
         raise InputError(f"{source}: no such file (the file `gpucluster backup etcd` wrote)")
     with world.hold():
@@ -106,15 +114,15 @@ def restore(world: World, source: Path) -> dict[str, Any]:
         peer = f"https://127.0.0.1:{state.ports['etcd-peer']}"
         data = world.dir / "etcd-data"
         restoring = world.dir / RESTORING
-        if restoring.exists():  # a restore that stopped half way: ours (listed in OWNED), never used
-            shutil.rmtree(restoring)
+        # A restore that stopped half way left it: removed as the world's own entries are (listed in OWNED,
+        # in a folder marked ours; a link out of the folder refuses, nothing removed).
+        ownership.remove(world.dir, FOLDER, (RESTORING,))
         _run([str(_tool("etcdutl")), "snapshot", "restore", str(source), f"--data-dir={restoring}", "--name=local",
               f"--initial-cluster=local={peer}", f"--initial-advertise-peer-urls={peer}"],
              f"etcd snapshot restore of {source}")
         world.stop_control_plane()
         before = world.dir / BEFORE_RESTORE
-        if before.exists():
-            shutil.rmtree(before)
+        ownership.remove(world.dir, FOLDER, (BEFORE_RESTORE,))  # the generation before: the world's own
         os.rename(data, before)
         os.rename(restoring, data)
         result = world.up()

@@ -44,23 +44,18 @@ def take(engine: Any, environment: str) -> dict[str, Any]:
 
 def write(path: Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` to ``path`` (mode 0600), never over an existing file: a file there is not ours to replace."""
-    import os
-    import secrets
+    from gpucluster import atomic
 
     if not path.parent.is_dir():
         raise InputError(f"{path.parent} is not a folder: create it first, or name a file in a folder that exists")
     exists = InputError(f"{path} exists: a backup is never written over a file; name a new one")
     if path.exists() or path.is_symlink():
         raise exists
-    # Written whole under a temporary name, then linked to its name: link() fails where a file appeared
-    # meanwhile, where a rename would replace it.
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    tmp = atomic.reserve(path)  # ours alone: the only file this function removes
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         try:
-            os.link(tmp, path)
+            atomic.publish_new(tmp, path)
         except FileExistsError:
             raise exists from None
     finally:
