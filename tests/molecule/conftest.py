@@ -21,7 +21,7 @@ from pathlib import Path
 
 import gpu_standin
 import pytest
-from molecule_helpers import apt_cache_dirs, keep_journals, left_created, molecule, scenario_env
+from molecule_helpers import NODE_REMOVAL_TEST, apt_cache_dirs, keep_journals, left_created, molecule, scenario_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,6 +162,9 @@ def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) 
     # (it destroys them), instead of being destroyed here and made again there.
     flipped = {item.callspec.params["scenario"] for item in request.session.items
                if getattr(item, "originalname", "") == "test_verify_fails_when_a_variable_is_flipped"}
+    # Likewise the site's hosts for the node-removal test (test_node_remove.py), which destroys them.
+    if any(getattr(item, "originalname", "") == NODE_REMOVAL_TEST for item in request.session.items):
+        flipped.add("site")
     # The site scenario is the longest: start it first so it does not finish last.
     order = sorted(dict.fromkeys(selected), key=lambda s: s != "site")
     envs = {s: scenario_env(s, molecule_env, request) for s in order}  # builds shared artifacts once, up front

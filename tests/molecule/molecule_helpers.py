@@ -28,6 +28,10 @@ FLIPS = {
     "container_runtime": ({"container_runtime_systemd_cgroup": False}, "test_systemd_cgroup"),
 }
 
+#: The test that removes a worker from the site scenario's cluster (tests/molecule/test_node_remove.py):
+#: the scenario's hosts are left converged for it.
+NODE_REMOVAL_TEST = "test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_without_it"
+
 
 def apt_cache_dirs() -> list[str]:
     """The apt folders (relative to $GPUCLUSTER_APT_CACHE) that the scenarios' molecule.yml mount."""

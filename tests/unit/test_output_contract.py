@@ -77,6 +77,7 @@ NEEDS = {
     "cost": ["--snapshot", "{tmp}/none.csv"], "drift": [], "plan": [],
     "backup stacks": ["--out", "{tmp}/b.json"], "restore stacks": ["--from", "{tmp}/b.json"],
     "backup etcd": ["--out", "{tmp}/e.db"], "restore etcd": ["--from", "{tmp}/e.db", "--yes"],
+    "node remove": ["n1", "--yes"],
 }
 #: Commands with -o json that read no inventory (their errors are covered by the usage-error test).
 NO_INVENTORY = {"catalog", "init", "images build", "local status", "tools list"}

@@ -8,6 +8,7 @@ stays cordoned and the message says what blocks), 2 for bad input (an unknown no
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -66,4 +67,75 @@ def uncordon(node: str, inventory: Path | None, kubeconfig: Path | None, context
     click.echo(f"{node} uncordoned")
 
 
-commands = [drain, uncordon]
+@click.group()
+def node() -> None:
+    """Nodes for good: `node remove NODE` (adding one: add it to cluster.yaml, then `up --limit NODE`)."""
+
+
+@node.command("remove")
+@click.argument("name", metavar="NODE")
+@options.inventory
+@options.cluster
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The stack state folder `up` used (where the host layer keeps its timed record) "
+                   "[default: ~/.local/state/gpucluster/stacks/<env>].")
+@click.option("--no-reset", "no_reset", is_flag=True, help="Do not reset the host (a machine that is gone or "
+              "not in cluster.yaml any more): drain and delete the Node only.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, metavar="SECONDS",
+              help="How long to retry evictions a PodDisruptionBudget refuses, and to wait for pods to go.")
+@click.option("--evict-gangs", is_flag=True, help="Evict every member of a running gang on the node together.")
+@click.option("--force", is_flag=True, help="Also evict pods no controller would recreate.")
+@click.option("--dry-run", is_flag=True, help="Change nothing: say what would be drained, reset and deleted.")
+@click.option("-y", "--yes", is_flag=True, help="Remove without asking (pipelines).")
+@options.output("text", "json")
+def node_remove(name: str, inventory: Path | None, kubeconfig: Path | None, context: str | None,
+                state_dir: Path | None, no_reset: bool, timeout: float, evict_gangs: bool, force: bool,
+                dry_run: bool, yes: bool, output: str) -> None:
+    """Drain NODE, reset its host (kubeadm reset, through Ansible) and delete its Node object.
+
+    Workers only. Then take the host out of cluster.yaml: until then `up` joins it again. Exit 0 removed
+    (or nothing left to remove), 1 the drain is blocked or a step failed (what is done stays done, the
+    message says where it stopped), 2 refused before any change (a control-plane node, an unknown name,
+    no --yes without a terminal).
+    """
+    from gpucluster import hostlayer, noderemove
+    from gpucluster.errors import ConfirmationNeeded, Declined
+
+    say = (lambda line: click.echo(line, err=True)) if output == "json" else click.echo
+    spec = inventories.load(inventory)
+    local = inventories.is_local(spec)
+    reset = not no_reset
+
+    def reset_host() -> int:
+        record = hostlayer.kubeconfig_path(state_dir or inventories.stack_state(spec.metadata.name))
+        return hostlayer.run(inventories.resolve(inventory), record, say, playbooks=(noderemove.PLAYBOOK,),
+                             limit=(name,)).changed
+
+    if local:  # refused (exit 2) before the local world is looked for
+        noderemove.check(spec, name, None, reset=reset, local=True)
+    if kubeconfig is None and state_dir is not None:
+        kubeconfig = hostlayer.kubeconfig_path(state_dir)  # the admin kubeconfig `up --state-dir` fetched
+    with _api("node remove", inventory, kubeconfig, context) as api:
+        # Refusals first (exit 2, nothing asked, nothing changed), then the question.
+        noderemove.check(spec, name, api.get(f"{kube.NODES}/{name}"), reset=reset, local=False)
+        if not (dry_run or yes):
+            steps = ("drain it, reset its host (kubeadm reset) and delete its Node" if reset
+                     else "drain it and delete its Node")
+            if not sys.stdin.isatty():
+                raise ConfirmationNeeded(f"`gpucluster node remove {name}` would {steps}, and asks first, but stdin "
+                                         "is not a terminal: nothing was changed. Pass --yes to confirm, or --dry-run "
+                                         "to see what it would do")
+            if not click.confirm(f"Remove node {name}: {steps}?", default=False, err=True):
+                raise Declined(f"{name} was not removed")
+        done = noderemove.remove(api, spec, name, reset_host=reset_host if reset else None, timeout=timeout,
+                                 evict_gangs=evict_gangs, force=force, dry_run=dry_run, say=say)
+    for note in done.notes:
+        say(f"note: {note}")
+    if output == "json":
+        jsonout.emit(done.to_dict())
+    elif not dry_run:
+        did = [w for w, d in (("drained", done.drained), ("reset", done.reset), ("deleted", done.deleted)) if d]
+        click.echo(f"{name}: " + (", ".join(did) if did else "nothing left to remove"))
+
+
+commands = [drain, uncordon, node]

@@ -1,0 +1,120 @@
+"""Remove a worker node for good: drain it, reset its host (``kubeadm reset``), delete its Node object.
+
+The order is kubeadm's own (kubernetes/website, content/en/docs/setup/production-environment/tools/kubeadm/
+create-cluster-kubeadm.md, "Remove the node": ``kubectl drain``, ``kubeadm reset``, ``kubectl delete
+node``): the Node is deleted once the kubelet is stopped and its configuration gone, since a kubelet that
+starts (a restart, a reboot) registers its Node again (kubernetes v1.37.2 pkg/kubelet/kubelet_node_status.go,
+``registerWithAPIServer``). ``kubeadm reset`` stops the kubelet but leaves it enabled at boot, and leaves
+the CNI configuration and iptables rules (kubeadm-reset.md, "Cleanup of CNI configuration"): the host is
+reset through Ansible (``playbooks/remove-node.yml`` limited to that host: ``kubeadm reset --force``, the
+kubelet stopped and disabled, the bridge pod network's files our role wrote removed), so it must still be
+a host of the inventory; a machine that is gone is removed with ``reset_host=None`` (drain and delete only).
+
+What stays the operator's: taking the host out of ``cluster.yaml`` (until then ``gpucluster up`` joins it
+again and ``verify`` reports it missing).
+
+Refused before any change (exit 2): the local world (no hosts: its simulator registers a Node per host
+of the spec and deletes the Node of a host taken out of it on the next ``up``,
+:meth:`gpucluster.simulator.reconcile.Simulator.sync`), a control-plane node (its etcd member and the
+API endpoint need their own procedure), a name that is neither a Node nor a host of the spec, a reset of
+a host the spec does not list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpucluster import kube
+from gpucluster.drain import Plan, drain
+from gpucluster.errors import GpuclusterError, InputError
+from gpucluster.labels import CONTROL_PLANE
+from gpucluster.poll import poll
+from gpucluster.spec.model import ClusterSpec
+
+#: The playbook that resets one host (run with ``--limit HOST``).
+PLAYBOOK = "remove-node.yml"
+
+
+@dataclass
+class Removal:
+    """What ``gpucluster node remove`` did (or, on a dry run, would do)."""
+
+    node: str
+    dry_run: bool = False
+    drained: Plan | None = None
+    reset: bool = False          # the reset changed the host (False on a host reset before)
+    deleted: bool = False        # the Node object was deleted by this run
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "dryRun": self.dry_run, "drained": self.drained.to_dict() if self.drained else None,
+                "reset": self.reset, "deleted": self.deleted, "notes": self.notes}
+
+
+def check(spec: ClusterSpec, node: str, node_obj: dict[str, Any] | None, *, reset: bool, local: bool) -> None:
+    """Refuse what ``node remove`` must not do (exit 2), before anything changes."""
+    if local:
+        raise InputError(f"node remove {node}: the local world has no hosts to remove; its Nodes follow its spec. "
+                         "Take the host out of cluster.yaml (hosts and its pool) and run `gpucluster up`: the "
+                         "simulator deletes its Node")
+    host = next((h for h in spec.hosts if h.name == node), None)
+    roles = set(getattr(host, "roles", None) or ())
+    labels = (node_obj or {}).get("metadata", {}).get("labels") or {}
+    if "control-plane" in roles or CONTROL_PLANE in labels:
+        raise InputError(f"node remove {node}: {node} is a control-plane node; removing one also removes its etcd "
+                         "member and may take the API endpoint with it, which `node remove` does not do. Remove "
+                         "workers only (docs/operations.md, Removing a node)")
+    if node_obj is None and host is None:
+        raise InputError(f"node remove {node}: no Node and no host of {spec.metadata.name} is named {node} "
+                         "(kubectl get nodes)")
+    if reset and host is None:
+        raise InputError(f"node remove {node}: {node} is not a host of the spec of {spec.metadata.name}, so it "
+                         "cannot be reached to reset it. Pass --no-reset to drain and delete the Node only (reset "
+                         "the machine yourself with `kubeadm reset`), or put the host back in cluster.yaml")
+
+
+def remove(api: kube.Kube, spec: ClusterSpec, node: str, *, reset_host: Callable[[], int] | None,
+           timeout: float = 300.0, evict_gangs: bool = False, force: bool = False,
+           dry_run: bool = False, say: Callable[[str], None] = lambda _: None) -> Removal:
+    """Drain ``node``, reset its host with ``reset_host`` (returns how many changes it made; None: not
+    reset), delete its Node.
+
+    Raises :class:`InputError` (see :func:`check`) before any change, and
+    :class:`~gpucluster.drain.DrainBlocked` when the drain is blocked (the node stays cordoned, its host
+    is not reset and its Node not deleted).
+    """
+    path = f"{kube.NODES}/{node}"
+    node_obj = api.get(path)
+    check(spec, node, node_obj, reset=reset_host is not None, local=False)
+    out = Removal(node=node, dry_run=dry_run)
+    if node_obj is not None:
+        out.drained = drain(api, node, timeout=timeout, evict_gangs=evict_gangs, force=force, dry_run=dry_run, say=say)
+        if not dry_run:
+            say(f"{node} drained")
+    else:
+        say(f"{node}: no Node object (already deleted): nothing to drain or delete")
+    if reset_host is not None:
+        if dry_run:
+            say(f"would reset {node} (playbooks/{PLAYBOOK}: kubeadm reset, kubelet stopped)")
+        else:
+            out.reset = reset_host() > 0
+            say(f"{node} reset" if out.reset else f"{node}: its host was reset before (nothing changed)")
+    else:
+        out.notes.append(f"{node} was not reset (--no-reset): run `kubeadm reset` on the machine before it joins "
+                         "any cluster again")
+    if node_obj is not None:
+        if dry_run:
+            say(f"would delete Node {node}")
+        else:
+            api.delete(path)
+            if poll(lambda: api.get(path), timeout=60.0, every=0.5, done=lambda n: n is None) is not None:
+                raise GpuclusterError(f"Node {node} still exists 60 s after its deletion (a finalizer on it? "
+                                      f"kubectl get node {node} -o yaml)")
+            out.deleted = True
+            say(f"Node {node} deleted")
+    if any(h.name == node for h in spec.hosts) and not dry_run:
+        out.notes.append(f"{node} is still a host of cluster.yaml: take it out (hosts and its pool) before the next "
+                         "`gpucluster up`, which would join it again; until then verify reports it missing")
+    return out
