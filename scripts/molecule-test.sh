@@ -28,6 +28,10 @@ grep -ohE '[$][{]GPUCLUSTER_APT_CACHE[}]/[^:[:space:]]+' "$repo"/molecule/site/m
 done
 GPUCLUSTER_MOLECULE_IMAGE="$("$repo/scripts/molecule-image.sh")"
 export GPUCLUSTER_MOLECULE_IMAGE
+# The site's hosts: that image plus the Debian packages its roles install (tests/molecule/site_image.py).
+GPUCLUSTER_MOLECULE_SITE_IMAGE="$("$repo/scripts/molecule-image.sh" --packages \
+  "$("$repo/.venv/bin/python" "$repo/tests/molecule/site_image.py")")"
+export GPUCLUSTER_MOLECULE_SITE_IMAGE
 # Air-gapped artifacts built on this machine: the NVIDIA Container Toolkit (Go, cgo) and kubeadm,
 # kubelet, kubectl from the toolchain (gathered into one folder, as an operator would), plus the
 # binaries the site scenario writes kubeadm's images from (the role calls `gpucluster images build`).
@@ -39,6 +43,12 @@ mkdir -p "$GPUCLUSTER_K8S_BIN_DIR"
   ln -sf "$path" "$GPUCLUSTER_K8S_BIN_DIR/$name"
 done
 export GPUCLUSTER_K8S_BIN_DIR
+# Their SHA-256, as an operator pins them (kubernetes_node_local_sha256; tests/molecule/molecule_helpers.py).
+GPUCLUSTER_K8S_BIN_SHA256="$("$repo/.venv/bin/python" -c 'import hashlib, json, pathlib, sys
+d = pathlib.Path(sys.argv[1])
+print(json.dumps({n: hashlib.sha256((d / n).read_bytes()).hexdigest() for n in ("kubeadm", "kubelet", "kubectl")}))' \
+  "$GPUCLUSTER_K8S_BIN_DIR")"
+export GPUCLUSTER_K8S_BIN_SHA256
 "$repo/.venv/bin/gpucluster" tools install -q kube-apiserver kube-controller-manager kube-scheduler etcd pause >/dev/null
 # The site scenario's workload image: a static busybox (busybox-static) for the pods of its verify step.
 export GPUCLUSTER_TEST_IMAGES="$cache/test-images"

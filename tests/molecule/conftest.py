@@ -22,6 +22,7 @@ from pathlib import Path
 import gpu_standin
 import pytest
 from molecule_helpers import NODE_REMOVAL_TEST, apt_cache_dirs, keep_journals, left_created, molecule, scenario_env
+from site_image import packages as site_image_packages
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,6 +91,13 @@ def molecule_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     env["GPUCLUSTER_MOLECULE_REPORTS"] = str(REPO / "reports" / "molecule")
     env["GPUCLUSTER_MOLECULE_IMAGE"] = _run_script(str(REPO / "scripts" / "molecule-image.sh"), env=env)
     yield env
+
+
+@pytest.fixture(scope="session")
+def site_image(molecule_env: dict[str, str]) -> str:
+    """The site scenario's image: the shared one plus the Debian packages its roles install (site_image.py)."""
+    return _run_script(str(REPO / "scripts" / "molecule-image.sh"), "--packages", ",".join(site_image_packages()),
+                       env=molecule_env)
 
 
 @pytest.fixture(scope="session")

@@ -57,6 +57,8 @@ def scenario_env(name: str, molecule_env: dict[str, str], request: pytest.Fixtur
             for n in ("kubeadm", "kubelet", "kubectl")})
     if name in NEEDS_IMAGES:
         env["GPUCLUSTER_TEST_IMAGES"] = request.getfixturevalue("test_images")
+    if name == "site":
+        env["GPUCLUSTER_MOLECULE_SITE_IMAGE"] = request.getfixturevalue("site_image")
     if name in NEEDS_STANDIN:
         env["GPUCLUSTER_GPU_STANDIN_DIR"] = request.getfixturevalue("gpu_standin_dir")
     return env

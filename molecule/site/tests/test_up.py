@@ -1,6 +1,7 @@
-"""`gpucluster up` from bare hosts (this scenario's converge) ended with a verified real cluster.
+"""`gpucluster up` from fresh hosts (this scenario's converge) ended with a verified real cluster.
 
-converge.yml ran `gpucluster up -i inventory --no-chart-repositories` on the bare containers:
+converge.yml ran `gpucluster up -i inventory --no-chart-repositories` on fresh containers (their image
+holds the Debian packages the roles install, tests/molecule/site_image.py):
 the host layer, the admin kubeconfig from the init host, both stacks against the kubeadm cluster,
 verify. Molecule's idempotence step ran it again. Both runs' JSON reports are read here, and the
 fetched kubeconfig is used from the controller by `gpucluster verify`, as an operator would.
