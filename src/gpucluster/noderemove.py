@@ -10,6 +10,12 @@ reset through Ansible (``playbooks/remove-node.yml`` limited to that host: ``kub
 kubelet stopped and disabled, the bridge pod network's files our role wrote removed), so it must still be
 a host of the inventory; a machine that is gone is removed with ``reset_host=None`` (drain and delete only).
 
+The platform stack's server-side-apply patch of the Node (its labels and taints) is dropped from the
+stack state once the Node is gone (``forget_patches``): deleting a patch resource makes the Kubernetes
+provider relinquish its fields with an apply of the bare object (pulumi/pulumi-kubernetes v4.25.0
+``provider/pkg/ssa``, ``Relinquish``), and an apply creates what does not exist, so the next ``up`` would
+bring back a Node with no kubelet (seen on the Molecule site cluster: verify failed ``node-known``).
+
 What stays the operator's: taking the host out of ``cluster.yaml`` (until then ``gpucluster up`` joins it
 again and ``verify`` reports it missing).
 
@@ -45,12 +51,13 @@ class Removal:
     dry_run: bool = False
     drained: Plan | None = None
     reset: bool = False          # the reset changed the host (False on a host reset before)
+    forgotten: list[str] = field(default_factory=list)  # URNs of the Node's patches dropped from the stack state
     deleted: bool = False        # the Node object was deleted by this run
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "dryRun": self.dry_run, "drained": self.drained.to_dict() if self.drained else None,
-                "reset": self.reset, "deleted": self.deleted, "notes": self.notes}
+                "reset": self.reset, "deleted": self.deleted, "forgotten": self.forgotten, "notes": self.notes}
 
 
 def check(spec: ClusterSpec, node: str, node_obj: dict[str, Any] | None, *, reset: bool, local: bool) -> None:
@@ -75,11 +82,23 @@ def check(spec: ClusterSpec, node: str, node_obj: dict[str, Any] | None, *, rese
                          "the machine yourself with `kubeadm reset`), or put the host back in cluster.yaml")
 
 
+#: The provider's type of a server-side-apply patch of a Node (gpucluster.pulumi.objects.type_token).
+NODE_PATCH = "kubernetes:core/v1:NodePatch"
+
+
+def patch_urns(resources: list[dict[str, Any]], node: str) -> list[str]:
+    """URNs of the stack-state ``resources`` that patch the Node ``node``."""
+    return sorted(r["urn"] for r in resources if r.get("type") == NODE_PATCH and r.get("urn")
+                  and ((r.get("inputs") or {}).get("metadata") or {}).get("name") == node)
+
+
 def remove(api: kube.Kube, spec: ClusterSpec, node: str, *, reset_host: Callable[[], int] | None,
-           timeout: float = 300.0, evict_gangs: bool = False, force: bool = False,
-           dry_run: bool = False, say: Callable[[str], None] = lambda _: None) -> Removal:
+           forget_patches: Callable[[], list[str]] | None = None, timeout: float = 300.0,
+           evict_gangs: bool = False, force: bool = False, dry_run: bool = False,
+           say: Callable[[str], None] = lambda _: None) -> Removal:
     """Drain ``node``, reset its host with ``reset_host`` (returns how many changes it made; None: not
-    reset), delete its Node.
+    reset), delete its Node, then drop its patches from the stack state with ``forget_patches`` (returns
+    the URNs it dropped).
 
     Raises :class:`InputError` (see :func:`check`) before any change, and
     :class:`~gpucluster.drain.DrainBlocked` when the drain is blocked (the node stays cordoned, its host
@@ -114,6 +133,10 @@ def remove(api: kube.Kube, spec: ClusterSpec, node: str, *, reset_host: Callable
                                       f"kubectl get node {node} -o yaml)")
             out.deleted = True
             say(f"Node {node} deleted")
+    if forget_patches is not None and not dry_run and api.get(path) is None:
+        out.forgotten = forget_patches()
+        if out.forgotten:
+            say(f"dropped {len(out.forgotten)} patch(es) of Node {node} from the platform stack's state")
     if any(h.name == node for h in spec.hosts) and not dry_run:
         out.notes.append(f"{node} is still a host of cluster.yaml: take it out (hosts and its pool) before the next "
                          "`gpucluster up`, which would join it again; until then verify reports it missing")

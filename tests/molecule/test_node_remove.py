@@ -8,11 +8,13 @@ scenario first. From the controller, as an operator would:
    stdin that is not a terminal;
 2. with the worker taken out of a copy of the inventory, `verify` fails `node-known` for its Node;
 3. `node remove` drains it, resets its host through playbooks/remove-node.yml (`kubeadm reset`: the
-   kubelet's configuration gone, the kubelet stopped and disabled) and deletes its Node, which stays
-   deleted (nothing registers it again);
+   kubelet's configuration gone, the kubelet stopped and disabled), deletes its Node, which stays
+   deleted (nothing registers it again), and drops the Node's label patch from the platform stack's
+   state;
 4. a second `node remove` changes nothing and says so;
-5. `up --skip-hosts` with the trimmed inventory converges the stacks and its verify passes: the
-   cluster without the worker is what the spec says.
+5. `up --skip-hosts` with the trimmed inventory (a copy in another folder, with a copy of the stack
+   state) converges the stacks and its verify passes: the cluster without the worker is what the spec
+   says, and the Node did not come back (before the patch was dropped, this `up` created it again).
 """
 
 from __future__ import annotations
@@ -100,13 +102,16 @@ def test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_
         before = _run(env, "verify", "-i", str(trimmed), "--kubeconfig", str(kubeconfig), *ALLOW, "-o", "json")
         rows = {(r["check"], r["subject"]): r for r in json.loads(before.stdout)["results"]}
         assert before.returncode != 0
-        assert rows[("node-known", WORKER)]["status"] == "fail", rows.get(("node-known", WORKER))
+        assert rows[("node-known", WORKER)]["verdict"] == "fail", rows.get(("node-known", WORKER))
 
         # 3. Removed: drained, reset, deleted.
         done = _run(env, "node", "remove", WORKER, *base, "--yes", "-o", "json")
         assert done.returncode == 0, done.stderr[-4000:]
         report = json.loads(done.stdout)
         assert report["deleted"] is True and report["reset"] is True, report
+        # its labels' patch left the platform stack's state, so no later `up` relinquishes it by an apply
+        # that would create the Node again (noderemove.py)
+        assert [u.rsplit("::", 1)[1] for u in report["forgotten"]] == [f"node/{WORKER}"], report
         assert "still a host of cluster.yaml" in " ".join(report["notes"]), report
         gone = kubectl("get", "node", WORKER)
         assert gone.returncode != 0 and "NotFound" in gone.stderr, gone.stdout + gone.stderr
@@ -120,12 +125,20 @@ def test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_
         again = _run(env, "node", "remove", WORKER, *base, "--yes", "-o", "json")
         assert again.returncode == 0, again.stderr[-4000:]
         assert json.loads(again.stdout) | {"notes": []} == {
-            "node": WORKER, "dryRun": False, "drained": None, "reset": False, "deleted": False, "notes": []}
+            "node": WORKER, "dryRun": False, "drained": None, "reset": False, "deleted": False, "forgotten": [],
+            "notes": []}
 
-        # 5. The stacks converge on the trimmed spec, and its verify (part of `up`) passes.
-        up = _run(env, "up", "-i", str(trimmed), "--skip-hosts", "--state-dir", str(state), *ALLOW, "-o", "json")
-        assert up.returncode == 0, up.stderr[-4000:]
-        summary = json.loads(up.stdout)["verify"]["summary"]
-        assert summary["fail"] == 0, summary
+        # 5. The stacks converge on the trimmed spec, and its verify (part of `up`) passes. The trimmed
+        # inventory is a copy in another folder, as an inventory moved there: its state goes with it (a copy
+        # of the scenario's, without the record of the folder it belonged to).
+        moved = tmp_path / "state"
+        shutil.copytree(state, moved)
+        (moved / "inventory.json").unlink()
+        up = _run(env, "up", "-i", str(trimmed), "--skip-hosts", "--state-dir", str(moved), *ALLOW, "-o", "json")
+        report = json.loads(up.stdout)
+        failed = [r for r in (report.get("verify") or {}).get("problems", []) if r["verdict"] == "fail"]
+        assert up.returncode == 0, (failed, up.stderr[-3000:])
+        assert report["verify"]["summary"]["fail"] == 0, failed
+        assert kubectl("get", "node", WORKER).returncode != 0  # and the Node did not come back
     finally:
         molecule(env, "site", "destroy")

@@ -118,3 +118,31 @@ def test_the_playbook_without_limit_stops_on_every_worker_before_touching_one() 
     workers = [h.name for h in LAB.hosts if "control-plane" not in h.roles]
     assert all(f"fatal: [{w}]" in out for w in workers), out[-3000:]
     assert "UNREACHABLE" not in out and "Reset this host" not in out  # no host was contacted
+
+
+def test_only_the_nodes_own_patches_are_found_in_the_stack_state() -> None:
+    urn = "urn:pulumi:lab::gpucluster-platform::gpucluster:nodes$kubernetes:core/v1:NodePatch::node/"
+    resources = [
+        {"type": noderemove.NODE_PATCH, "urn": urn + WORKER, "inputs": {"metadata": {"name": WORKER}}},
+        {"type": noderemove.NODE_PATCH, "urn": urn + "gpu-h100-02", "inputs": {"metadata": {"name": "gpu-h100-02"}}},
+        # a Node the stack created (not a patch) and a patch of another kind, both named like the node
+        {"type": "kubernetes:core/v1:Node", "urn": "urn:x::node/" + WORKER, "inputs": {"metadata": {"name": WORKER}}},
+        {"type": "kubernetes:core/v1:ConfigMapPatch", "urn": "urn:y", "inputs": {"metadata": {"name": WORKER}}},
+    ]
+    assert noderemove.patch_urns(resources, WORKER) == [urn + WORKER]
+    assert noderemove.patch_urns([], WORKER) == []
+
+
+def test_the_patches_are_forgotten_only_once_the_node_is_gone_and_never_on_a_dry_run() -> None:
+    calls: list[str] = []
+
+    def forget() -> list[str]:
+        calls.append("forget")
+        return ["urn:node"]
+
+    api = RecordingApi({WORKER: node(WORKER)}, calls)
+    dry = noderemove.remove(api, LAB, WORKER, reset_host=None, forget_patches=forget,  # type: ignore[arg-type]
+                            dry_run=True)
+    assert "forget" not in calls and dry.forgotten == []
+    done = noderemove.remove(api, LAB, WORKER, reset_host=None, forget_patches=forget)  # type: ignore[arg-type]
+    assert calls[-2:] == [f"delete {kube.NODES}/{WORKER}", "forget"] and done.forgotten == ["urn:node"]

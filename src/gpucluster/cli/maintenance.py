@@ -111,6 +111,16 @@ def node_remove(name: str, inventory: Path | None, kubeconfig: Path | None, cont
         return hostlayer.run(inventories.resolve(inventory), record, say, playbooks=(noderemove.PLAYBOOK,),
                              limit=(name,)).changed
 
+    def forget_patches() -> list[str]:
+        from gpucluster.pulumi.engine import Engine, backend_url
+
+        engine = Engine(state_dir or inventories.stack_state(spec.metadata.name), spec.metadata.name,
+                        backend_url(None))
+        urns = noderemove.patch_urns(engine.state_resources("platform", pending=False), name)
+        for urn in urns:
+            engine.forget("platform", urn)
+        return urns
+
     if local:  # refused (exit 2) before the local world is looked for
         noderemove.check(spec, name, None, reset=reset, local=True)
     if kubeconfig is None and state_dir is not None:
@@ -127,7 +137,8 @@ def node_remove(name: str, inventory: Path | None, kubeconfig: Path | None, cont
                                          "to see what it would do")
             if not click.confirm(f"Remove node {name}: {steps}?", default=False, err=True):
                 raise Declined(f"{name} was not removed")
-        done = noderemove.remove(api, spec, name, reset_host=reset_host if reset else None, timeout=timeout,
+        done = noderemove.remove(api, spec, name, reset_host=reset_host if reset else None,
+                                 forget_patches=forget_patches, timeout=timeout,
                                  evict_gangs=evict_gangs, force=force, dry_run=dry_run, say=say)
     for note in done.notes:
         say(f"note: {note}")
