@@ -10,11 +10,12 @@ reset through Ansible (``playbooks/remove-node.yml`` limited to that host: ``kub
 kubelet stopped and disabled, the bridge pod network's files our role wrote removed), so it must still be
 a host of the inventory; a machine that is gone is removed with ``reset_host=None`` (drain and delete only).
 
-The platform stack's server-side-apply patch of the Node (its labels and taints) is dropped from the
-stack state once the Node is gone (``forget_patches``): deleting a patch resource makes the Kubernetes
-provider relinquish its fields with an apply of the bare object (pulumi/pulumi-kubernetes v4.25.0
-``provider/pkg/await/await.go`` ``Deletion`` → ``provider/pkg/ssa/actions.go`` ``Relinquish``), and an
-apply creates what does not exist, so the next ``up`` would bring back a Node with no kubelet (seen on the Molecule site cluster: verify failed ``node-known``).
+The platform stack's server-side-apply patch of the Node (its labels and taints) is dropped from the stack
+state once the Node is gone (``forget_patches``): deleting a patch resource makes the Kubernetes provider
+relinquish its fields with an apply of the bare object (pulumi/pulumi-kubernetes v4.25.0
+``provider/pkg/await/await.go`` ``Deletion`` → ``provider/pkg/ssa/actions.go`` ``Relinquish``), and an apply
+creates what does not exist, so the next ``up`` would bring back a Node with no kubelet (seen on the Molecule
+site cluster: verify failed ``node-known``).
 
 What stays the operator's: taking the host out of ``cluster.yaml`` (until then ``gpucluster up`` joins it
 again and ``verify`` reports it missing).
