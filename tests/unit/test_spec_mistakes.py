@@ -71,6 +71,49 @@ def test_an_endpoint_with_a_scheme_exits_2_on_the_command_line(write_spec, base,
     assert "kubernetes.controlPlaneEndpoint: 'https://10.0.0.9:6443' has a scheme" in out.stderr
 
 
+# -- more than one control plane: a shared endpoint, and one keepalived-haproxy can serve --------------------
+
+
+def _control_planes(base: dict, n: int) -> dict:
+    base["hosts"] += [{"name": f"cp{i}", "address": f"10.0.0.{100 + i}", "roles": ["control-plane"]}
+                      for i in range(2, n + 1)]
+    return base
+
+
+def test_a_second_control_plane_without_an_endpoint_is_refused(write_spec, base):
+    p = find(problems(write_spec, _control_planes(base, 2)), "kubernetes.controlPlaneEndpoint")
+    assert "2 control-plane hosts (cp, cp2) need one API endpoint" in p.message, p
+    assert "controlPlaneEndpointProvider: keepalived-haproxy" in p.hint, p
+    # two with an endpoint pass (one control plane needs none: the base spec has one and passes everywhere)
+    spec = load_spec(write_spec(_k8s(base, controlPlaneEndpoint="10.0.0.10:8443",
+                                     controlPlaneEndpointProvider="keepalived-haproxy")))
+    assert spec.kubernetes.control_plane_endpoint_provider == "keepalived-haproxy"
+    assert [h.name for h in spec.hosts if h.roles[0].value == "control-plane"] == ["cp", "cp2"]
+
+
+@pytest.mark.parametrize("endpoint, text, hint", [
+    (None, "keepalived-haproxy serves controlPlaneEndpoint, and none is set", "set kubernetes.controlPlaneEndpoint"),
+    ("api.lab.example.com:8443", "'api.lab.example.com' is a name: keepalived holds an IP address",
+     "controlPlaneEndpointProvider: external"),
+    ("10.0.0.10", "has no port, so kubeadm uses 6443", "10.0.0.10:8443"),
+    ("10.0.0.10:6443", "uses port 6443", "10.0.0.10:8443"),
+    ("[fd00::10]:8443", "fd00::10 is IPv6", "free IPv4 address"),
+    ("10.0.0.1:8443", "10.0.0.1 is the address of hosts[0] ('cp')", "pick a free address"),
+])
+def test_an_endpoint_keepalived_haproxy_cannot_serve_is_refused(write_spec, base, endpoint, text, hint):
+    values: dict[str, object] = {"controlPlaneEndpointProvider": "keepalived-haproxy"}
+    if endpoint:
+        values["controlPlaneEndpoint"] = endpoint
+    found = problems(write_spec, _k8s(_control_planes(base, 1), **values))
+    p = next((p for p in found if text in p.message), None)
+    assert p is not None, found
+    assert hint in p.hint, p
+    # the same endpoint in front of a load balancer of the operator's own passes
+    if endpoint:
+        spec = load_spec(write_spec(_k8s(base, controlPlaneEndpointProvider="external")))
+        assert spec.kubernetes.control_plane_endpoint == endpoint
+
+
 # -- quota for a resource no pool offers --------------------------------------------------------------------
 
 

@@ -291,7 +291,13 @@ class Kubernetes(Model):
     service_subnet: str = "10.96.0.0/12"
     control_plane_endpoint: Endpoint | None = Field(
         default=None, description="host[:port] of the API (VIP or load balancer), e.g. 10.20.0.10:6443: no scheme, "
-        "no path (kubeadm adds https:// itself).")
+        "no path (kubeadm adds https:// itself). Required with more than one control-plane host.")
+    control_plane_endpoint_provider: Literal["external", "keepalived-haproxy"] = Field(
+        default="external", description="What answers at controlPlaneEndpoint. external: something gpucluster does "
+        "not install (a hardware or cloud load balancer, a DNS name). keepalived-haproxy: the control-plane hosts "
+        "hold the endpoint's address as a VRRP virtual IP (keepalived) and forward its port to every healthy API "
+        "server (haproxy), both from the distribution's packages; the endpoint is then an unused IPv4 address in the "
+        "control-plane hosts' subnet with a port other than the API server's 6443, e.g. 10.20.0.10:8443.")
     feature_gates: dict[str, bool] = Field(default_factory=dict)
 
     @field_validator("version")

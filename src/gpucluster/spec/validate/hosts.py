@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from gpucluster.spec.model import LOCAL_ENVIRONMENT, ClusterSpec
+from gpucluster.spec.model import LOCAL_ENVIRONMENT, ClusterSpec, HostRole
 from gpucluster.spec.names import NETWORK_CONNECTIONS, connection_plugin
 from gpucluster.spec.validate.common import Collector
 
@@ -25,6 +25,7 @@ def check(spec: ClusterSpec, c: Collector) -> None:
         except ValueError:
             pass  # reported by kubernetes.check
     _endpoint_outside(spec, ranges, c)
+    _endpoint_served(spec, c)
     seen: dict[tuple[str, str, str], int] = {}
     for i, host in enumerate(spec.hosts):
         plugin = connection_plugin(host.ansible_vars)
@@ -60,6 +61,76 @@ def check(spec: ClusterSpec, c: Collector) -> None:
             seen[place] = i
 
 
+#: The API server's port on every control-plane host (kubeadm's default ``localAPIEndpoint.bindPort``, which
+#: the host layer keeps): a load balancer on those hosts cannot listen on it too.
+API_SERVER_PORT = 6443
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, str]:
+    """``10.20.0.10:8443`` → (``10.20.0.10``, ``8443``), ``[fd00::10]:8443`` → (``fd00::10``, ``8443``); the port
+    is '' when there is none."""
+    if endpoint.startswith("["):
+        host, _, after = endpoint[1:].partition("]")
+        return host, after[1:]
+    if endpoint.count(":") == 1:
+        host, _, port = endpoint.partition(":")
+        return host, port
+    return endpoint, ""
+
+
+def _endpoint_served(spec: ClusterSpec, c: Collector) -> None:
+    """More than one control plane needs ``controlPlaneEndpoint``, and ``keepalived-haproxy`` needs an endpoint
+    it can serve: a free IPv4 address and a port other than the API server's.
+
+    kubeadm refuses ``join --control-plane`` on a cluster initialised without ``controlPlaneEndpoint``
+    (k8s.io/kubernetes v1.37.2 cmd/kubeadm/app/cmd/phases/join/preflight.go: "unable to add a new control
+    plane instance to a cluster that doesn't have a stable controlPlaneEndpoint address"), and the
+    endpoint's host is written into the API server's certificate at init (cmd/kubeadm/app/util/pkiutil/
+    pki_helpers.go), so it cannot be added afterwards without new certificates and kubeconfigs.
+    """
+    if spec.metadata.environment == LOCAL_ENVIRONMENT:
+        return
+    k = spec.kubernetes
+    control_planes = [h for h in spec.hosts if HostRole.control_plane in h.roles]
+    keepalived = k.control_plane_endpoint_provider == "keepalived-haproxy"
+    example = "10.20.0.10:8443"
+    if not k.control_plane_endpoint:
+        if len(control_planes) > 1:
+            names = ", ".join(h.name for h in control_planes)
+            c.error("kubernetes.controlPlaneEndpoint", f"{len(control_planes)} control-plane hosts ({names}) need one "
+                    "API endpoint they share: kubeadm adds a second control plane only to a cluster initialised with "
+                    "controlPlaneEndpoint, and it cannot be added later", f"set it to a free address in the "
+                    f"control-plane hosts' subnet, e.g. {example}, with controlPlaneEndpointProvider: "
+                    "keepalived-haproxy (or external for a load balancer of your own)")
+        elif keepalived:
+            c.error("kubernetes.controlPlaneEndpointProvider", "keepalived-haproxy serves controlPlaneEndpoint, "
+                    "and none is set", f"set kubernetes.controlPlaneEndpoint, e.g. {example}")
+        return
+    if not keepalived:
+        return
+    host, port = _split_endpoint(k.control_plane_endpoint)
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        c.error("kubernetes.controlPlaneEndpoint", f"{host!r} is a name: keepalived holds an IP address (a VRRP "
+                "virtual IP) on one control-plane host at a time", f"write a free IPv4 address, e.g. {example}, or "
+                "set controlPlaneEndpointProvider: external if the name points at a load balancer of your own")
+        return
+    if addr.version != 4:
+        c.error("kubernetes.controlPlaneEndpoint", f"{addr} is IPv6: the keepalived-haproxy endpoint gpucluster sets "
+                "up is IPv4 (VRRP version 2)", f"write a free IPv4 address, e.g. {example}")
+    if port in ("", str(API_SERVER_PORT)):
+        told = "has no port, so kubeadm uses 6443" if not port else "uses port 6443"
+        c.error("kubernetes.controlPlaneEndpoint", f"{k.control_plane_endpoint} {told}, where the API server "
+                "itself listens on every control-plane host: haproxy on the same hosts cannot listen there too",
+                f"give the endpoint another port, e.g. {host}:8443")
+    for i, h in enumerate(spec.hosts):
+        if h.address == host or str(h.ansible_vars.get("ansible_host", "")) == host:
+            c.error("kubernetes.controlPlaneEndpoint", f"{host} is the address of hosts[{i}] ({h.name!r}): the "
+                    "virtual IP moves between the control-plane hosts, so it must be an address no machine has",
+                    "pick a free address in the control-plane hosts' subnet")
+
+
 def _endpoint_outside(spec: ClusterSpec, ranges: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network],
                       c: Collector) -> None:
     """The API's address (``kubernetes.controlPlaneEndpoint``, an IP) lies outside the pod and Service ranges:
@@ -67,8 +138,7 @@ def _endpoint_outside(spec: ClusterSpec, ranges: dict[str, ipaddress.IPv4Network
     endpoint = spec.kubernetes.control_plane_endpoint
     if not endpoint:
         return
-    host = endpoint[1:].partition("]")[0] if endpoint.startswith("[") else \
-        endpoint.rpartition(":")[0] if endpoint.count(":") == 1 else endpoint
+    host = _split_endpoint(endpoint)[0]
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:
