@@ -66,6 +66,8 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
         "kubernetes_node_pod_subnet": k8s.pod_subnet,
         "kubernetes_node_service_subnet": k8s.service_subnet,
         "kubernetes_node_control_plane_endpoint": k8s.control_plane_endpoint or "",
+        # roles/api_endpoint serves the endpoint from the control-plane hosts, or leaves it to the operator.
+        "api_endpoint_provider": k8s.control_plane_endpoint_provider,
         # What the spec's DRA features need on its version (spec/features.py), the spec's own gates over it.
         "kubernetes_node_feature_gates": component_feature_gates(spec),
         "kubernetes_node_api_runtime_config": api_runtime_config(spec),
@@ -77,6 +79,10 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
         # network (kubernetes_node_pod_network) may only stand in where the spec installs none.
         "gpucluster_pod_network_plugin": spec.networking.pod_network.plugin,
     }
+    if k8s.control_plane_endpoint_provider == "keepalived-haproxy" and k8s.control_plane_endpoint:
+        # Validation made it IPv4:port (spec/validate/hosts.py).
+        vip, _, port = k8s.control_plane_endpoint.rpartition(":")
+        out.update({"api_endpoint_vip": vip, "api_endpoint_port": int(port)})
     if operator.driver.managed_by == "host":
         # The spec pins the host driver too (a package version prefix); with the operator managing the
         # driver, the spec's version is the driver container's and the role default stays unused.

@@ -192,3 +192,22 @@ def role_vars(inventory: Path, host: str, expression: str):
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+def test_the_endpoint_provider_and_its_address_reach_the_api_endpoint_role(tmp_path, local_inv):
+    # external (the default): the role gets the provider and nothing to serve.
+    assert hostvars(local_inv, "cp-1")["api_endpoint_provider"] == "external"
+    assert "api_endpoint_vip" not in hostvars(local_inv, "cp-1")
+    text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
+    assert 'version: "1.37.2"' in text
+    text = text.replace('version: "1.37.2"', 'version: "1.37.2"\n  controlPlaneEndpoint: 10.0.0.250:8443'
+                        '\n  controlPlaneEndpointProvider: keepalived-haproxy', 1)
+    (tmp_path / "cluster.yaml").write_text(text)
+    shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
+    proc = inventory(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    hv = hostvars(json.loads(proc.stdout), "cp-1")
+    assert (hv["api_endpoint_provider"], hv["api_endpoint_vip"], hv["api_endpoint_port"]) == (
+        "keepalived-haproxy", "10.0.0.250", 8443)
+    # kubeadm gets the same endpoint: every kubeconfig it writes names it.
+    assert hv["kubernetes_node_control_plane_endpoint"] == "10.0.0.250:8443"
