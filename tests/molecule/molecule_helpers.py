@@ -94,12 +94,12 @@ def platform_names(scenario: str) -> list[str]:
 
 
 def keep_journals(env: dict[str, str], scenario: str, logs: Path) -> list[Path]:
-    """Save the kubelet, containerd and GPU stand-in journals of every host of ``scenario`` under ``logs``
-    (after a failure)."""
+    """Save the kubelet, containerd, GPU stand-in and control-plane endpoint (keepalived, haproxy) journals of
+    every host of ``scenario`` under ``logs`` (after a failure)."""
     kept = []
     for host in platform_names(scenario):
         proc = subprocess.run(["podman", "exec", host, "journalctl", "--no-pager", "-u", "kubelet", "-u", "containerd",
-                               "-u", "gpucluster-gpu-standin"],
+                               "-u", "gpucluster-gpu-standin", "-u", "keepalived", "-u", "haproxy"],
                               env=env, capture_output=True, text=True, timeout=120, check=False)
         path = logs / f"{scenario}-{host}.journal.log"
         path.write_text(proc.stdout + proc.stderr)
