@@ -15,8 +15,9 @@ import pytest
 from gpucluster.spec import load_spec
 
 SPEC = load_spec(Path(__file__).resolve().parent.parent / "inventory")
-CP = next(h.name for h in SPEC.hosts if "control-plane" in [r.value for r in h.roles])
-WORKERS = [h.name for h in SPEC.hosts if h.name != CP]
+CONTROL_PLANES = [h.name for h in SPEC.hosts if "control-plane" in [r.value for r in h.roles]]
+CP = CONTROL_PLANES[0]
+WORKERS = [h.name for h in SPEC.hosts if h.name not in CONTROL_PLANES]
 testinfra_hosts = [f"podman://{CP}"]
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 NAMESPACE = "gpucluster-smoke"
@@ -45,12 +46,13 @@ def test_static_control_plane_pods_run_from_the_imported_images(host):
     listed = host.check_output("kubeadm config images list --config /etc/kubernetes/kubeadm-config.yaml").split()
     pods = {p["metadata"]["name"]: p for p in kubectl_json(host, "get", "pods", "-n", "kube-system")["items"]}
     for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
-        pod = pods[f"{component}-{CP}"]
-        assert pod["status"]["phase"] == "Running", component
-        (container,) = pod["status"]["containerStatuses"]
-        assert container["ready"], component
-        image = pod["spec"]["containers"][0]["image"]
-        assert image in listed and image.startswith("localhost/gpucluster/"), (component, image, listed)
+        for cp in CONTROL_PLANES:
+            pod = pods[f"{component}-{cp}"]
+            assert pod["status"]["phase"] == "Running", (component, cp)
+            (container,) = pod["status"]["containerStatuses"]
+            assert container["ready"], (component, cp)
+            image = pod["spec"]["containers"][0]["image"]
+            assert image in listed and image.startswith("localhost/gpucluster/"), (component, image, listed)
 
 
 @pytest.mark.parametrize("name", [h.name for h in SPEC.hosts])
