@@ -80,6 +80,23 @@ def journal_since(name: str, unit: str, since: str) -> str:
     return on(name).check_output(f"journalctl -u {unit} --since @{since} --no-pager -o cat")
 
 
+def control_plane_back(name: str) -> bool:
+    """``name``'s Node is Ready and its four static pods' containers are ready, as the API reports them."""
+    node = api(CONTROL_PLANES[0], "get", "node", name, "-o", "json")
+    pods = api(
+        CONTROL_PLANES[0], "get", "pods", "-n", "kube-system", "--field-selector", f"spec.nodeName={name}", "-o", "json"
+    )
+    if node.rc != 0 or pods.rc != 0:
+        return False
+    ready = {c["type"]: c["status"] for c in json.loads(node.stdout)["status"]["conditions"]}.get("Ready")
+    statics = {p["metadata"]["name"]: p for p in json.loads(pods.stdout)["items"]}
+    for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        containers = (statics.get(f"{component}-{name}") or {}).get("status", {}).get("containerStatuses") or []
+        if not containers or not all(container.get("ready") for container in containers):
+            return False
+    return ready == "True"
+
+
 def test_the_spec_has_two_control_planes_behind_the_endpoint():
     assert len(CONTROL_PLANES) == 2 and VIP and PORT == "8443", (CONTROL_PLANES, VIP, PORT)
     assert SPEC.kubernetes.control_plane_endpoint_provider == "keepalived-haproxy"
@@ -167,47 +184,50 @@ def test_the_address_moves_when_haproxy_stops_on_its_holder(haproxy_stopped_on_t
 
 
 @pytest.fixture
-def api_server_down_on_the_holder():
-    first = CONTROL_PLANES[0]
+def api_server_down_on_the_second():
+    first, second = CONTROL_PLANES
     assert holders() == [first]
     since = on(first).check_output("date +%s")
     # The kubelet stops a static pod whose manifest leaves its folder, and starts it again when it returns.
-    on(first).check_output(f"mv {MANIFEST} {PARKED}")
+    on(second).check_output(f"mv {MANIFEST} {PARKED}")
     try:
-        yield first, since
+        yield first, second, since
     finally:
-        on(first).check_output(f"test -e {MANIFEST} || mv {PARKED} {MANIFEST}")
+        on(second).check_output(f"test -e {MANIFEST} || mv {PARKED} {MANIFEST}")
         wait_for(
-            f"the API server on {first} to answer again",
-            lambda: api(first, "get", "--raw", "/readyz", server=f"https://{own_address(first)}:6443").rc == 0,
+            f"the API server on {second} to answer again",
+            lambda: api(second, "get", "--raw", "/readyz", server=f"https://{own_address(second)}:6443").rc == 0,
             timeout=180,
         )
         wait_for(
-            f"haproxy on {first} to send to {first}'s API server again",
-            lambda: f"kube-apiserver/{first} is UP" in journal_since(first, "haproxy", since),
+            f"haproxy on {first} to send to {second}'s API server again",
+            lambda: f"kube-apiserver/{second} is UP" in journal_since(first, "haproxy", since),
             timeout=60,
         )
+        # Its kubelet and controllers talk to their own API server: the Node and every static pod must be
+        # Ready again before the next tests read them.
+        wait_for(f"{second}'s Node and static pods to be Ready again", lambda: control_plane_back(second), 180)
 
 
-def test_an_api_server_that_is_down_is_left_out_and_the_endpoint_keeps_answering(api_server_down_on_the_holder):
-    first, since = api_server_down_on_the_holder
-    local = f"https://{own_address(first)}:6443"
+def test_an_api_server_that_is_down_is_left_out_and_the_endpoint_keeps_answering(api_server_down_on_the_second):
+    first, second, since = api_server_down_on_the_second
+    local = f"https://{own_address(second)}:6443"
     wait_for(
-        f"the API server on {first} to stop",
+        f"the API server on {second} to stop",
         lambda: (
-            not on(first).socket("tcp://0.0.0.0:6443").is_listening
-            and not on(first).socket("tcp://:::6443").is_listening
+            not on(second).socket("tcp://0.0.0.0:6443").is_listening
+            and not on(second).socket("tcp://:::6443").is_listening
         ),
         timeout=120,
     )
-    assert api(first, "get", "--raw", "/readyz", server=local).rc != 0
-    # haproxy's health check (GET /healthz over TLS) takes it out of the backend ...
+    assert api(second, "get", "--raw", "/readyz", server=local).rc != 0
+    # haproxy's health check (GET /healthz over TLS) on the holder takes it out of the backend ...
     wait_for(
-        f"haproxy on {first} to mark {first}'s API server down",
-        lambda: f"kube-apiserver/{first} is DOWN" in journal_since(first, "haproxy", since),
+        f"haproxy on {first} to mark {second}'s API server down",
+        lambda: f"kube-apiserver/{second} is DOWN" in journal_since(first, "haproxy", since),
         timeout=60,
     )
-    # ... so every request at the endpoint reaches the second API server (round robin would send every
+    # ... so every request at the endpoint reaches the first API server (round robin would send every
     # other one to the stopped server if it did not).
     assert holders() == [first]
     for _ in range(6):
