@@ -1,4 +1,4 @@
-"""Remove a worker node for good: drain it, reset its host (``kubeadm reset``), delete its Node object.
+"""Remove a node for good: drain it, reset its host (``kubeadm reset``), delete its Node object.
 
 The order is kubeadm's own (kubernetes/website, content/en/docs/setup/production-environment/tools/kubeadm/
 create-cluster-kubeadm.md, "Remove the node": ``kubectl drain``, ``kubeadm reset``, ``kubectl delete
@@ -20,11 +20,18 @@ site cluster: verify failed ``node-known``).
 What stays the operator's: taking the host out of ``cluster.yaml`` (until then ``gpucluster up`` joins it
 again and ``verify`` reports it missing).
 
+A control-plane host is removed the same way: its reset (the playbook) first stops keepalived and haproxy
+there when the control planes serve the endpoint themselves (roles/api_endpoint ``remove.yml``: the virtual
+IP moves to another control-plane host, and the playbook waits until the endpoint answers from there), then
+``kubeadm reset`` removes its etcd member from the cluster (its ``remove-etcd-member`` phase) before it
+stops its static pods (kubernetes v1.37.2 ``cmd/kubeadm/app/cmd/phases/reset/removeetcdmember.go``).
+
 Refused before any change (exit 2): the local world (no hosts: its simulator registers a Node per host
 of the spec and deletes the Node of a host taken out of it on the next ``up``,
-:meth:`gpucluster.simulator.reconcile.Simulator.sync`), a control-plane node (its etcd member and the
-API endpoint need their own procedure), a name that is neither a Node nor a host of the spec, a reset of
-a host the spec does not list.
+:meth:`gpucluster.simulator.reconcile.Simulator.sync`), the first control-plane host of the spec (kubeadm
+init's, where joins get their tokens), a control-plane node the spec does not list or with ``--no-reset``
+(its etcd member would stay), a name that is neither a Node nor a host of the spec, a reset of a host the
+spec does not list.
 """
 
 from __future__ import annotations
@@ -70,10 +77,22 @@ def check(spec: ClusterSpec, node: str, node_obj: dict[str, Any] | None, *, rese
     host = next((h for h in spec.hosts if h.name == node), None)
     roles = set(getattr(host, "roles", None) or ())
     labels = (node_obj or {}).get("metadata", {}).get("labels") or {}
+    control_planes = [h.name for h in spec.hosts if "control-plane" in set(h.roles or ())]
     if "control-plane" in roles or CONTROL_PLANE in labels:
-        raise InputError(f"node remove {node}: {node} is a control-plane node; removing one also removes its etcd "
-                         "member and may take the API endpoint with it, which `node remove` does not do. Remove "
-                         "workers only (docs/operations.md, Removing a node)")
+        if host is None:
+            raise InputError(f"node remove {node}: {node} is a control-plane node that {spec.metadata.name}'s spec "
+                             "does not list, so its etcd member cannot be removed through its host: run `kubeadm "
+                             "reset` on that machine (it removes the member), then `kubectl delete node "
+                             f"{node}` (docs/operations.md, Removing a node)")
+        if node == control_planes[0]:
+            raise InputError(f"node remove {node}: {node} is the first control-plane host of the spec, where kubeadm "
+                             "init ran and where every later join gets its token and certificate key; `node "
+                             "remove` removes the other control-plane hosts only (docs/operations.md, Removing a "
+                             "node)")
+        if not reset:
+            raise InputError(f"node remove {node}: a control-plane node is removed with its host's reset, which "
+                             "removes its etcd member (kubeadm reset); without it the member stays and etcd counts a "
+                             "member that never answers against its quorum. Leave out --no-reset")
     if node_obj is None and host is None:
         raise InputError(f"node remove {node}: no Node and no host of {spec.metadata.name} is named {node} "
                          "(kubectl get nodes)")
@@ -117,7 +136,10 @@ def remove(api: kube.Kube, spec: ClusterSpec, node: str, *, reset_host: Callable
         say(f"{node}: no Node object (already deleted): nothing to drain or delete")
     if reset_host is not None:
         if dry_run:
-            say(f"would reset {node} (playbooks/{PLAYBOOK}: kubeadm reset, kubelet stopped)")
+            what = "kubeadm reset, kubelet stopped"
+            if any(h.name == node and "control-plane" in set(h.roles or ()) for h in spec.hosts):
+                what = "the endpoint handed over, kubeadm reset with its etcd member removed, kubelet stopped"
+            say(f"would reset {node} (playbooks/{PLAYBOOK}: {what})")
         else:
             out.reset = reset_host() > 0
             say(f"{node} reset" if out.reset else f"{node}: its host was reset before (nothing changed)")
@@ -141,4 +163,8 @@ def remove(api: kube.Kube, spec: ClusterSpec, node: str, *, reset_host: Callable
     if any(h.name == node for h in spec.hosts) and not dry_run:
         out.notes.append(f"{node} is still a host of cluster.yaml: take it out (hosts and its pool) before the next "
                          "`gpucluster up`, which would join it again; until then verify reports it missing")
+        if (node in [h.name for h in spec.hosts if "control-plane" in set(h.roles or ())]
+                and spec.kubernetes.control_plane_endpoint_provider == "keepalived-haproxy"):
+            out.notes.append("the other control-plane hosts' haproxy and keepalived still name it (as a server that "
+                             "is down and a silent peer): the next `gpucluster up` without --skip-hosts rewrites them")
     return out

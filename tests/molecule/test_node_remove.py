@@ -1,20 +1,24 @@
-"""`gpucluster node remove` on real kubelets: the site scenario's cluster loses a worker for good.
+"""`gpucluster node remove` on real kubelets: the site scenario's cluster loses a worker and a control plane.
 
 The hosts are the ones the site scenario's `molecule test` left converged and verified (conftest's
 ``scenario_runs`` keeps them for this test, which destroys them); run alone, the test converges the
 scenario first. From the controller, as an operator would:
 
-1. a control-plane node is refused (exit 2) and left as it was; so is a remove without --yes on a
-   stdin that is not a terminal;
-2. with the worker taken out of a copy of the inventory, `verify` fails `node-known` for its Node;
-3. `node remove` drains it, resets its host through playbooks/remove-node.yml (`kubeadm reset`: the
+1. the first control-plane node (kubeadm init's) is refused (exit 2) and left as it was; so is a remove
+   without --yes on a stdin that is not a terminal;
+2. with the worker and the second control plane taken out of a copy of the inventory, `verify` fails
+   `node-known` for the worker's Node;
+3. `node remove` drains the worker, resets its host through playbooks/remove-node.yml (`kubeadm reset`: the
    kubelet's configuration gone, the kubelet stopped and disabled), deletes its Node, which stays
    deleted (nothing registers it again), and drops the Node's label patch from the platform stack's
    state;
-4. a second `node remove` changes nothing and says so;
+4. a second `node remove` changes nothing and says so; then the second control plane goes: keepalived and
+   haproxy stopped and disabled there (the first one holds the endpoint), its etcd member removed (etcd's
+   own member list, read with upstream's etcdctl, names the first control plane alone, and the API server's
+   etcd readiness check passes), its Node deleted (it is in no pool: the platform stack never patched it);
 5. `up --skip-hosts` with the trimmed inventory (a copy in another folder, with a copy of the stack
-   state) converges the stacks and its verify passes: the cluster without the worker is what the spec
-   says, and the Node did not come back (before the patch was dropped, this `up` created it again).
+   state) converges the stacks and its verify passes: the cluster without the two hosts is what the spec
+   says, and the worker's Node did not come back (before the patch was dropped, this `up` created it again).
 """
 
 from __future__ import annotations
@@ -43,18 +47,19 @@ pytestmark = [pytest.mark.molecule, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "molecule" / "site" / "inventory"
 WORKER = "gpuc-site-h100"   # its pool (h100-train) holds no other host; no tenant's quota names its devices
-CONTROL_PLANE = "gpuc-site-cp"
+CONTROL_PLANE = "gpuc-site-cp"     # the first one: kubeadm init's host, which node remove refuses
+SECOND_CONTROL_PLANE = "gpuc-site-cp2"
 # What the site's own converge passes (molecule/site/converge.yml): no chart repositories here, and an
 # enforcer the spec brings that verify cannot measure.
 ALLOW = ("--no-chart-repositories", "--allow-not-measured", "network-policy-enforcer")
 
 
 def _trimmed(tmp: Path) -> Path:
-    """A copy of the site inventory without WORKER and its pool."""
+    """A copy of the site inventory without WORKER and its pool, and without SECOND_CONTROL_PLANE."""
     out = tmp / "inventory"
     shutil.copytree(INVENTORY, out)
     spec = yaml.safe_load((out / "cluster.yaml").read_text())
-    spec["hosts"] = [h for h in spec["hosts"] if h["name"] != WORKER]
+    spec["hosts"] = [h for h in spec["hosts"] if h["name"] not in (WORKER, SECOND_CONTROL_PLANE)]
     spec["nodePools"] = [p for p in spec["nodePools"] if WORKER not in p["hosts"]]
     (out / "cluster.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return out
@@ -65,9 +70,24 @@ def _run(env: dict[str, str], *args: str, stdin: str = "", timeout: int = 900) -
                           timeout=timeout, check=False)
 
 
-def _podman(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", WORKER, *args], env=env, capture_output=True, text=True, timeout=120,
+def _podman(env: dict[str, str], *args: str, host: str = WORKER) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", "exec", host, *args], env=env, capture_output=True, text=True, timeout=120,
                           check=False)
+
+
+def _etcd_members(env: dict[str, str]) -> set[str]:
+    """The etcd members' names, asked of the first control plane's member with upstream's etcdctl (the
+    toolchain's, copied in: kubeadm's etcd image holds etcd alone) and kubeadm's health-check client
+    certificate."""
+    copied = subprocess.run(["podman", "cp", str(path_of("etcdctl")), f"{CONTROL_PLANE}:/usr/local/bin/etcdctl"],
+                            env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert copied.returncode == 0, copied.stderr
+    pki = "/etc/kubernetes/pki/etcd"
+    listed = _podman(env, "etcdctl", "--endpoints=https://127.0.0.1:2379", f"--cacert={pki}/ca.crt",
+                     f"--cert={pki}/healthcheck-client.crt", f"--key={pki}/healthcheck-client.key",
+                     "member", "list", "-w", "json", host=CONTROL_PLANE)
+    assert listed.returncode == 0, listed.stderr
+    return {m.get("name", "") for m in json.loads(listed.stdout)["members"]}
 
 
 def test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_without_it(
@@ -90,7 +110,7 @@ def test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_
         base = ("-i", str(INVENTORY), "--state-dir", str(state))
         # 1. Refusals, before any change.
         refused = _run(env, "node", "remove", CONTROL_PLANE, *base, "--yes")
-        assert refused.returncode == 2 and "control-plane node" in refused.stderr, refused.stderr
+        assert refused.returncode == 2 and "first control-plane host" in refused.stderr, refused.stderr
         unasked = _run(env, "node", "remove", WORKER, *base)
         assert unasked.returncode == 2 and "--yes" in unasked.stderr, unasked.stderr
         for name in (CONTROL_PLANE, WORKER):
@@ -128,6 +148,25 @@ def test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_
             "node": WORKER, "dryRun": False, "drained": None, "reset": False, "deleted": False, "forgotten": [],
             "notes": []}
 
+        # 4b. The second control plane: the endpoint handed over, its etcd member removed, its Node deleted.
+        assert _etcd_members(env) == {CONTROL_PLANE, SECOND_CONTROL_PLANE}
+        cp_done = _run(env, "node", "remove", SECOND_CONTROL_PLANE, *base, "--yes", "-o", "json")
+        assert cp_done.returncode == 0, cp_done.stderr[-4000:]
+        report = json.loads(cp_done.stdout)
+        assert report["deleted"] is True and report["reset"] is True, report
+        # the platform stack patches the Nodes of pool hosts only: a control plane in no pool has none to drop
+        assert report["forgotten"] == [], report
+        assert any("haproxy and keepalived still name it" in n for n in report["notes"]), report
+        assert kubectl("get", "node", SECOND_CONTROL_PLANE).returncode != 0
+        for unit in ("keepalived", "haproxy"):
+            assert _podman(env, "systemctl", "is-active", unit, host=SECOND_CONTROL_PLANE).stdout.strip() == "inactive"
+            assert _podman(env, "systemctl", "is-enabled", unit, host=SECOND_CONTROL_PLANE).stdout.strip() == "disabled"
+        # kubeadm reset removed its member: the first control plane's member is the whole cluster. Had the member
+        # stayed, etcd would count two members with one silent, have no quorum, and the API no storage.
+        assert _etcd_members(env) == {CONTROL_PLANE}
+        ready = kubectl("get", "--raw", "/readyz?verbose")
+        assert ready.returncode == 0 and "[+]etcd ok" in ready.stdout, ready.stdout + ready.stderr
+
         # 5. The stacks converge on the trimmed spec, and its verify (part of `up`) passes. The trimmed
         # inventory is a copy in another folder, as an inventory moved there: its state goes with it (a copy
         # of the scenario's, without the record of the folder it belonged to).
@@ -139,6 +178,7 @@ def test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_
         failed = [r for r in (report.get("verify") or {}).get("problems", []) if r["verdict"] == "fail"]
         assert up.returncode == 0, (failed, up.stderr[-3000:])
         assert report["verify"]["summary"]["fail"] == 0, failed
-        assert kubectl("get", "node", WORKER).returncode != 0  # and the Node did not come back
+        assert kubectl("get", "node", WORKER).returncode != 0  # and the Nodes did not come back
+        assert kubectl("get", "node", SECOND_CONTROL_PLANE).returncode != 0
     finally:
         molecule(env, "site", "destroy")

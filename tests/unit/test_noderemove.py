@@ -23,7 +23,7 @@ from gpucluster.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = load_spec(REPO / "inventories" / "lab")
-WORKER, CONTROL_PLANE = "gpu-h100-01", "cp-01"
+WORKER, CONTROL_PLANE, SECOND_CONTROL_PLANE = "gpu-h100-01", "cp-01", "cp-02"
 
 
 def node(name: str, **labels: str) -> dict[str, Any]:
@@ -32,9 +32,13 @@ def node(name: str, **labels: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("name", "obj", "reset", "local", "says"), [
     (WORKER, node(WORKER), True, True, "the local world has no hosts to remove"),
-    (CONTROL_PLANE, node(CONTROL_PLANE), True, False, "is a control-plane node"),
-    # a Node labelled control-plane by kubeadm, whatever the spec says of it
-    ("stray", node("stray", **{"node-role.kubernetes.io/control-plane": ""}), False, False, "is a control-plane node"),
+    # kubeadm init's host, where every join gets its token
+    (CONTROL_PLANE, node(CONTROL_PLANE), True, False, "is the first control-plane host of the spec"),
+    # another control plane without its reset: its etcd member would stay
+    (SECOND_CONTROL_PLANE, node(SECOND_CONTROL_PLANE), False, False, "Leave out --no-reset"),
+    # a Node labelled control-plane by kubeadm that the spec does not list
+    ("stray", node("stray", **{"node-role.kubernetes.io/control-plane": ""}), False, False,
+     "is a control-plane node that lab's spec does not list"),
     ("gpu-h10-01", None, True, False, "no Node and no host of lab is named gpu-h10-01"),
     ("stray", node("stray"), True, False, "Pass --no-reset"),
 ])
@@ -46,6 +50,9 @@ def test_refusals_name_the_problem_and_the_way_on(name, obj, reset, local, says)
 
 def test_accepted_a_spec_worker_with_reset_and_a_stray_node_without() -> None:
     noderemove.check(LAB, WORKER, node(WORKER), reset=True, local=False)
+    # a control plane other than the first, labelled as kubeadm labels it, with its reset
+    second = node(SECOND_CONTROL_PLANE, **{"node-role.kubernetes.io/control-plane": ""})
+    noderemove.check(LAB, SECOND_CONTROL_PLANE, second, reset=True, local=False)
     noderemove.check(LAB, WORKER, None, reset=True, local=False)  # a rerun: the Node is gone, the reset is idempotent
     noderemove.check(LAB, "stray", node("stray"), reset=False, local=False)
 
@@ -105,9 +112,9 @@ def test_no_reset_leaves_a_note_that_the_machine_still_needs_one() -> None:
     assert any("kubeadm reset" in n for n in done.notes)
 
 
-def test_the_playbook_without_limit_stops_on_every_worker_before_touching_one() -> None:
+def test_the_playbook_without_limit_stops_on_every_host_before_touching_one() -> None:
     """Run against the lab inventory (whose hosts do not exist): the guard is an assert, which Ansible
-    evaluates on the controller, so the run fails on every worker without a connection being tried."""
+    evaluates on the controller, so the run fails on every host without a connection being tried."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventories/lab",
                            "playbooks/remove-node.yml"], cwd=REPO, env=env, capture_output=True, text=True,
@@ -115,9 +122,19 @@ def test_the_playbook_without_limit_stops_on_every_worker_before_touching_one() 
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "name the hosts being removed with --limit" in out, out[-3000:]
-    workers = [h.name for h in LAB.hosts if "control-plane" not in h.roles]
-    assert all(f"fatal: [{w}]" in out for w in workers), out[-3000:]
+    assert all(f"fatal: [{h.name}]" in out for h in LAB.hosts), out[-3000:]
     assert "UNREACHABLE" not in out and "Reset this host" not in out  # no host was contacted
+
+
+def test_the_playbook_refuses_the_first_control_plane_host_before_touching_it() -> None:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventories/lab",
+                           "playbooks/remove-node.yml", "--limit", CONTROL_PLANE], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"{CONTROL_PLANE} is the first control-plane host" in out, out[-3000:]
+    assert "UNREACHABLE" not in out and "Hand the control-plane endpoint over" not in out, out[-3000:]
 
 
 def test_only_the_nodes_own_patches_are_found_in_the_stack_state() -> None:

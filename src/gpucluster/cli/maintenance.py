@@ -93,10 +93,11 @@ def node_remove(name: str, inventory: Path | None, kubeconfig: Path | None, cont
                 dry_run: bool, yes: bool, output: str) -> None:
     """Drain NODE, reset its host (kubeadm reset, through Ansible) and delete its Node object.
 
-    Workers only. Then take the host out of cluster.yaml: until then `up` joins it again. Exit 0 removed
-    (or nothing left to remove), 1 the drain is blocked or a step failed (what is done stays done, the
-    message says where it stopped), 2 refused before any change (a control-plane node, an unknown name,
-    no --yes without a terminal).
+    A control-plane host also hands the endpoint over and leaves etcd (kubeadm reset removes its member);
+    the first one (kubeadm init's) is refused. Then take the host out of cluster.yaml: until then `up` joins
+    it again. Exit 0 removed (or nothing left to remove), 1 the drain is blocked or a step failed (what is
+    done stays done, the message says where it stopped), 2 refused before any change (the first
+    control-plane host, an unknown name, no --yes without a terminal).
     """
     from gpucluster import hostlayer, noderemove
     from gpucluster.errors import ConfirmationNeeded, Declined
