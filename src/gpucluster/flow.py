@@ -726,37 +726,65 @@ def run_restore_stacks(inventory: Path | None, source: Path, *, state_dir: Path 
     return {"environment": spec.metadata.name, "file": str(source), "takenAt": doc["takenAt"], "stacks": counts}
 
 
-def _local_world_of(inventory: Path | None, world_dir: Path | None, command: str) -> Any:
+def _local_world_of(world_dir: Path | None) -> Any:
     from gpucluster.local.world import World
 
-    spec = inventories.load(inventory)
-    if not inventories.is_local(spec):
-        raise InputError(f"`gpucluster {command}` works on the local world; {spec.metadata.name} is a cluster of real "
-                         "hosts, whose etcd runs in kubeadm's static pods: snapshot it there with etcdctl as "
-                         "Kubernetes documents it (docs/operations.md, \"etcd snapshots\")")
     return World(world_dir)
 
 
-def run_backup_etcd(inventory: Path | None, out: Path, *, world_dir: Path | None = None) -> dict[str, Any]:
-    """The body of ``gpucluster backup etcd`` (:mod:`gpucluster.local.etcdsnap`)."""
+def _playbook_runner(inventory: Path | None, spec: ClusterSpec, state_dir: Path | None,
+                     say: Callable[[str], None]) -> Callable[[tuple[str, ...], dict[str, Any]], Any]:
+    """Runs host-layer playbooks on the hosts of ``inventory`` (its events recorded beside its stack state)."""
+    from gpucluster import hostlayer
+
+    record = hostlayer.kubeconfig_path(state_dir or inventories.stack_state(spec.metadata.name))
+
+    def run(playbooks: tuple[str, ...], extra: dict[str, Any]) -> Any:
+        return hostlayer.run(inventories.resolve(inventory), record, say, playbooks=playbooks, extra_vars=extra)
+    return run
+
+
+def run_backup_etcd(inventory: Path | None, out: Path, *, world_dir: Path | None = None,
+                    state_dir: Path | None = None, say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """The body of ``gpucluster backup etcd``: the local world's etcd (:mod:`gpucluster.local.etcdsnap`), or a
+    kubeadm cluster's through its first control-plane host (:mod:`gpucluster.etcdhosts`)."""
+    spec = inventories.load(inventory)
+    if not inventories.is_local(spec):
+        from gpucluster import etcdhosts
+
+        return etcdhosts.save(spec, out, _playbook_runner(inventory, spec, state_dir, say))
     from gpucluster.local import etcdsnap
 
-    world = _local_world_of(inventory, world_dir, "backup etcd")
+    world = _local_world_of(world_dir)
     with world.hold():
         return etcdsnap.save(world, out)
 
 
 def run_restore_etcd(inventory: Path | None, source: Path, *, world_dir: Path | None = None,
-                     yes: bool = False) -> dict[str, Any]:
+                     state_dir: Path | None = None, yes: bool = False,
+                     say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The body of ``gpucluster restore etcd``: everything written since the snapshot is lost, so only with ``yes``."""
+    spec = inventories.load(inventory)
+    local = inventories.is_local(spec)
+    if not yes:
+        if local:
+            from gpucluster.local import etcdsnap
+
+            kept = f"the replaced data is kept as {_local_world_of(world_dir).dir / etcdsnap.BEFORE_RESTORE}"
+            what = "the whole local world"
+        else:
+            kept = "each control-plane host keeps the data it replaced as <data-dir>.before-restore-<time>"
+            what = (f"the whole cluster {spec.metadata.name} (every control-plane host's API server, controllers "
+                    "and etcd stop meanwhile)")
+        raise InputError(f"restoring {source} puts {what} back to the moment it was taken: everything written since "
+                         f"is lost ({kept}). Pass --yes to restore")
+    if not local:
+        from gpucluster import etcdhosts
+
+        return etcdhosts.restore(spec, source, _playbook_runner(inventory, spec, state_dir, say))
     from gpucluster.local import etcdsnap
 
-    world = _local_world_of(inventory, world_dir, "restore etcd")
-    if not yes:
-        raise InputError(f"restoring {source} puts the whole local world back to the moment it was taken: "
-                         "everything written since is lost (the replaced data is kept as "
-                         f"{world.dir / etcdsnap.BEFORE_RESTORE}). Pass --yes to restore")
-    return etcdsnap.restore(world, source)
+    return etcdsnap.restore(_local_world_of(world_dir), source)
 
 
 #: How a stack the engine did not run is reported (see :func:`_apply`).

@@ -178,11 +178,14 @@ class _Progress:
 
 
 def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None],
-        playbooks: tuple[str, ...] = PLAYBOOKS, limit: Sequence[str] = ()) -> HostLayerResult:
+        playbooks: tuple[str, ...] = PLAYBOOKS, limit: Sequence[str] = (),
+        extra_vars: dict[str, Any] | None = None) -> HostLayerResult:
     """Run the site playbook and fetch the admin kubeconfig to ``kubeconfig`` (or run ``playbooks``).
 
     ``limit``: host names of the spec (checked by the caller): only they are changed (``--limit``; the
     tasks that act on the init host for them, such as making a join token, still run there).
+    ``extra_vars``: more variables for the playbooks (passed as one JSON ``-e``, so no value is parsed as
+    ``key=value`` text).
 
     Raises :class:`HostLayerFailed` naming the first failed host and task, with Ansible's message; a
     failed preflight with the preflight's own message, which names every host and problem.
@@ -192,7 +195,7 @@ def run(inventory: Path, kubeconfig: Path, say: Callable[[str], None],
     kubeconfig.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(kubeconfig.parent, 0o700)
     cmd = [_ansible_playbook(), "-i", str(source), *(str(base / "playbooks" / p) for p in playbooks),
-           "-e", json.dumps({"gpucluster_kubeconfig": str(kubeconfig)})]
+           "-e", json.dumps({**(extra_vars or {}), "gpucluster_kubeconfig": str(kubeconfig)})]
     if limit:
         cmd += ["--limit", ",".join(limit)]
     before = cluster_cas(kubeconfig)

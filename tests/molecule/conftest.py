@@ -21,7 +21,7 @@ from pathlib import Path
 
 import gpu_standin
 import pytest
-from molecule_helpers import NODE_REMOVAL_TEST, apt_cache_dirs, keep_journals, left_created, molecule, scenario_env
+from molecule_helpers import SITE_DAY2_TESTS, apt_cache_dirs, keep_journals, left_created, molecule, scenario_env
 from site_image import packages as site_image_packages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,8 +170,8 @@ def scenario_runs(molecule_env: dict[str, str], request: pytest.FixtureRequest) 
     # (it destroys them), instead of being destroyed here and made again there.
     flipped = {item.callspec.params["scenario"] for item in request.session.items
                if getattr(item, "originalname", "") == "test_verify_fails_when_a_variable_is_flipped"}
-    # Likewise the site's hosts for the node-removal test (test_node_remove.py), which destroys them.
-    if any(getattr(item, "originalname", "") == NODE_REMOVAL_TEST for item in request.session.items):
+    # Likewise the site's hosts for the day-2 tests on them (test_node_remove.py), the last of which destroys them.
+    if any(getattr(item, "originalname", "") in SITE_DAY2_TESTS for item in request.session.items):
         flipped.add("site")
     # The site scenario is the longest: start it first so it does not finish last.
     order = sorted(dict.fromkeys(selected), key=lambda s: s != "site")

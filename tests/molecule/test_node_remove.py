@@ -31,7 +31,9 @@ from pathlib import Path
 import pytest
 import yaml
 from molecule_helpers import (
+    ETCD_RESTORE_TEST,
     NODE_REMOVAL_TEST,
+    SITE_DAY2_TESTS,
     after_scenario_run,
     left_created,
     molecule,
@@ -75,32 +77,137 @@ def _podman(env: dict[str, str], *args: str, host: str = WORKER) -> subprocess.C
                           check=False)
 
 
-def _etcd_members(env: dict[str, str]) -> set[str]:
-    """The etcd members' names, asked of the first control plane's member with upstream's etcdctl (the
+def _etcdctl(env: dict[str, str], *args: str) -> dict:
+    """An etcdctl command's JSON, asked of the first control plane's member with upstream's etcdctl (the
     toolchain's, copied in: kubeadm's etcd image holds etcd alone) and kubeadm's health-check client
     certificate."""
     copied = subprocess.run(["podman", "cp", str(path_of("etcdctl")), f"{CONTROL_PLANE}:/usr/local/bin/etcdctl"],
                             env=env, capture_output=True, text=True, timeout=120, check=False)
     assert copied.returncode == 0, copied.stderr
     pki = "/etc/kubernetes/pki/etcd"
-    listed = _podman(env, "etcdctl", "--endpoints=https://127.0.0.1:2379", f"--cacert={pki}/ca.crt",
-                     f"--cert={pki}/healthcheck-client.crt", f"--key={pki}/healthcheck-client.key",
-                     "member", "list", "-w", "json", host=CONTROL_PLANE)
-    assert listed.returncode == 0, listed.stderr
-    return {m.get("name", "") for m in json.loads(listed.stdout)["members"]}
+    done = _podman(env, "etcdctl", "--endpoints=https://127.0.0.1:2379", f"--cacert={pki}/ca.crt",
+                   f"--cert={pki}/healthcheck-client.crt", f"--key={pki}/healthcheck-client.key", *args, "-w", "json",
+                   host=CONTROL_PLANE)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _etcd_members(env: dict[str, str]) -> set[str]:
+    """The etcd members' names (etcd's own member list)."""
+    return {m.get("name", "") for m in _etcdctl(env, "member", "list")["members"]}
+
+
+def _site_hosts(env: dict[str, str], scenario_runs: dict, request: pytest.FixtureRequest) -> tuple[dict, Path]:
+    """The site scenario's hosts, converged (by its own run, or here when run alone), and their admin kubeconfig."""
+    after_scenario_run(scenario_runs, "site")
+    if not left_created("site"):  # run alone, or the scenario's own run (or an earlier day-2 test) ended them
+        first = molecule(env, "site", "converge", timeout=2400)
+        assert first.returncode == 0, tail(first)
+    return env, state_dir("site") / "gpucluster" / "admin.conf"
+
+
+def _later_day2_test_in(request: pytest.FixtureRequest) -> bool:
+    """Whether a day-2 test after this one runs in this session (then it, not this one, destroys the hosts)."""
+    names = [getattr(item, "originalname", "") for item in request.session.items]
+    return SITE_DAY2_TESTS.index(request.node.originalname) < max(
+        (SITE_DAY2_TESTS.index(n) for n in names if n in SITE_DAY2_TESTS), default=-1)
+
+
+def test_an_etcd_snapshot_restores_both_control_planes_to_the_moment_it_was_taken(
+        molecule_env, scenario_runs, request, tmp_path):
+    """`backup etcd` and `restore etcd` on the site's kubeadm cluster (two control planes, stacked etcd), from
+    the controller as an operator would:
+
+    1. refused before any host is contacted: a restore without --yes, from a file that is no snapshot;
+    2. the snapshot: upstream etcdctl on the first control plane, copied here and checked with etcdutl (its
+       SHA-256 trailer counted), 0600, never over a file; nothing of it left on the host;
+    3. a ConfigMap deleted after the snapshot and one made after it; the restore: both members restored as
+       one new etcd cluster (a new cluster ID, both names in etcd's own member list), its revision bumped
+       past a billion (watchers from before relist), the deleted ConfigMap back and the later one gone, the
+       API ready on etcd, writes accepted, every Node Ready again; each host keeps the data it replaced and
+       nothing of the run (holding folder, restore folder).
+    """
+    assert request.node.originalname == ETCD_RESTORE_TEST  # conftest keeps the site's hosts for it by this name
+    env = scenario_env("site", molecule_env, request)
+    try:
+        env, kubeconfig = _site_hosts(env, scenario_runs, request)
+        state = kubeconfig.parent
+        env = {**env, "GPUCLUSTER_STATE": str(tmp_path / "state")}  # nothing lands in the user's state folder
+        base = ("-i", str(INVENTORY), "--state-dir", str(state))
+
+        def kubectl(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([str(path_of("kubectl")), f"--kubeconfig={kubeconfig}", *args], env=env,
+                                  capture_output=True, text=True, timeout=120, check=False)
+
+        def on_hosts(script: str) -> dict[str, str]:
+            return {h: _podman(env, "sh", "-c", script, host=h).stdout for h in (CONTROL_PLANE, SECOND_CONTROL_PLANE)}
+
+        backups = tmp_path / "backups"
+        backups.mkdir()
+        snap = backups / "etcd.db"
+        # 1. Refusals before any host is contacted.
+        junk = backups / "junk.db"
+        junk.write_bytes(b"not a snapshot" * 100)
+        refused = _run(env, "restore", "etcd", *base, "--from", str(junk), "--yes")
+        assert refused.returncode == 2 and "not a usable snapshot" in refused.stderr, refused.stderr
+        assert "No host was contacted" in refused.stderr and "ansible-playbook" not in refused.stdout
+        cluster_before = _etcdctl(env, "endpoint", "status")[0]["Status"]["header"]["cluster_id"]
+
+        # 2. The snapshot.
+        assert kubectl("create", "configmap", "before-snapshot", "--from-literal=k=v").returncode == 0
+        taken = _run(env, "backup", "etcd", *base, "--out", str(snap), "-o", "json")
+        assert taken.returncode == 0, taken.stderr[-4000:]
+        doc = json.loads(taken.stdout)
+        assert doc["host"] == CONTROL_PLANE and doc["revision"] > 0 and doc["keys"] > 0, doc
+        # the database, then its SHA-256, which the member sends last and etcdutl checks
+        assert snap.stat().st_size == doc["bytes"] + 32 and snap.stat().st_mode & 0o777 == 0o600
+        assert sorted(p.name for p in backups.iterdir()) == ["etcd.db", "junk.db"]  # its folder went
+        again = _run(env, "backup", "etcd", *base, "--out", str(snap))
+        assert again.returncode == 2 and "exists" in again.stderr, again.stderr
+        assert on_hosts("ls -d /tmp/gpucluster-etcd-snapshot.* 2>/dev/null")[CONTROL_PLANE] == ""
+        unsure = _run(env, "restore", "etcd", *base, "--from", str(snap))
+        assert unsure.returncode == 2 and "Pass --yes" in unsure.stderr, unsure.stderr
+
+        # 3. Changes after the snapshot, then the restore.
+        assert kubectl("delete", "configmap", "before-snapshot").returncode == 0
+        assert kubectl("create", "configmap", "after-snapshot", "--from-literal=k=v").returncode == 0
+        restored = _run(env, "restore", "etcd", *base, "--from", str(snap), "--yes", "-o", "json", timeout=1200)
+        assert restored.returncode == 0, restored.stderr[-4000:]
+        report = json.loads(restored.stdout)
+        assert [r.split(":")[0] for r in report["restarted"]] == [CONTROL_PLANE, SECOND_CONTROL_PLANE], report
+        assert report["revision"] == doc["revision"], report
+
+        assert _etcd_members(env) == {CONTROL_PLANE, SECOND_CONTROL_PLANE}
+        status = _etcdctl(env, "endpoint", "status", "--cluster")
+        assert len(status) == 2, status  # both members answer, in one cluster
+        assert {s["Status"]["header"]["cluster_id"] for s in status} != {cluster_before}, status
+        assert all(s["Status"]["header"]["revision"] > 1_000_000_000 for s in status), status
+        ready = kubectl("get", "--raw", "/readyz?verbose")
+        assert ready.returncode == 0 and "[+]etcd ok" in ready.stdout, ready.stdout + ready.stderr
+        back = kubectl("get", "configmap", "before-snapshot", "-o", "jsonpath={.data.k}")
+        assert back.returncode == 0 and back.stdout == "v", back.stdout + back.stderr
+        gone = kubectl("get", "configmap", "after-snapshot")
+        assert gone.returncode != 0 and "NotFound" in gone.stderr, gone.stdout + gone.stderr
+        assert kubectl("create", "configmap", "after-restore", "--from-literal=k=v").returncode == 0
+        waited = kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=300s")
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        kept = on_hosts("ls -d /var/lib/etcd.before-restore-*/member")
+        assert all(out.strip() for out in kept.values()), kept
+        leftovers = on_hosts("ls -d /var/lib/.gpucluster-etcd-restore.* /etc/kubernetes/manifests-etcd-restore "
+                             "2>/dev/null")
+        assert leftovers == {CONTROL_PLANE: "", SECOND_CONTROL_PLANE: ""}, leftovers
+    finally:
+        if not _later_day2_test_in(request):
+            molecule(env, "site", "destroy")
 
 
 def test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_without_it(
         molecule_env, scenario_runs, request, tmp_path):
     assert request.node.originalname == NODE_REMOVAL_TEST  # conftest keeps the site's hosts for it by this name
     env = scenario_env("site", molecule_env, request)
-    after_scenario_run(scenario_runs, "site")
     try:
-        if not left_created("site"):  # run alone, or the scenario's own run failed: converge it as it is
-            first = molecule(env, "site", "converge", timeout=2400)
-            assert first.returncode == 0, tail(first)
-        state = state_dir("site") / "gpucluster"
-        kubeconfig = state / "admin.conf"
+        env, kubeconfig = _site_hosts(env, scenario_runs, request)
+        state = kubeconfig.parent
         env = {**env, "GPUCLUSTER_STATE": str(tmp_path / "state")}  # nothing lands in the user's state folder
 
         def kubectl(*args: str) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -215,6 +216,11 @@ def ask_before_deleting(plan: Teardown, *, show: bool = False, stdin: TextIO | N
     return click.confirm("Delete them?", default=False, err=True)
 
 
+def _progress(output: str) -> Callable[[str], None]:
+    """Where a command's progress lines go: stdout for text, stderr when stdout is a JSON document."""
+    return (lambda line: click.echo(line, err=True)) if output == "json" else click.echo
+
+
 #: --state-dir of the commands that read the state `up` wrote (drift, plan).
 _state_dir_as_given_to_up = click.option(
     "--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -323,17 +329,22 @@ def backup_stacks(inventory: Path | None, backend: str | None, output: str, stat
 @backup.command("etcd")
 @options.inventory
 @options.output("text", "json")
+@_state_dir_as_given_to_up
 @options.world_dir
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The snapshot file to write (mode 0600; never written over an existing file).")
-def backup_etcd(inventory: Path | None, output: str, world_dir: Path | None, out: Path) -> None:
-    """Local world: save a snapshot of its etcd (upstream's `etcdctl snapshot save`, checked with `etcdutl snapshot
-    status`). Real clusters: see docs/operations.md, "etcd snapshots". Exit 2: no world running, the file exists."""
-    result = flow.run_backup_etcd(inventory, out, world_dir=world_dir)
+def backup_etcd(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None,
+                out: Path) -> None:
+    """Save a snapshot of the cluster's etcd (upstream's `etcdctl snapshot save`, checked with `etcdutl snapshot
+    status`): the local world's, or a kubeadm cluster's from its first control-plane host
+    (playbooks/etcd-snapshot.yml). The file holds every Secret: keep it as you keep the admin kubeconfig.
+    Exit 2: no world running, the file exists."""
+    result = flow.run_backup_etcd(inventory, out, world_dir=world_dir, state_dir=state_dir, say=_progress(output))
     if output == "json":
         jsonout.emit(result)
     else:
-        click.echo(f"{result['file']}: etcd snapshot at revision {result['revision']} ({result['keys']} keys, "
+        where = f" from {result['host']}" if result.get("host") else ""
+        click.echo(f"{result['file']}: etcd snapshot{where} at revision {result['revision']} ({result['keys']} keys, "
                    f"{result['bytes']} bytes)")
 
 
@@ -373,21 +384,27 @@ def restore_stacks(inventory: Path | None, backend: str | None, output: str, sta
 @restore.command("etcd")
 @options.inventory
 @options.output("text", "json")
+@_state_dir_as_given_to_up
 @options.world_dir
 @click.option("--from", "source", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The snapshot `gpucluster backup etcd` wrote.")
 @click.option("-y", "--yes", is_flag=True, help="Restore (without it: exit 2; everything written since the snapshot "
               "is lost).")
-def restore_etcd(inventory: Path | None, output: str, world_dir: Path | None, source: Path, yes: bool) -> None:
-    """Local world: put its etcd back to a snapshot. The snapshot is checked first; then the control plane
-    stops, `etcdutl snapshot restore` makes a new data directory, and the control plane starts on it (the data
-    it replaced is kept as etcd-data.before-restore). Exit 2: no --yes, not a snapshot, no world."""
-    result = flow.run_restore_etcd(inventory, source, world_dir=world_dir, yes=yes)
+def restore_etcd(inventory: Path | None, output: str, state_dir: Path | None, world_dir: Path | None, source: Path,
+                 yes: bool) -> None:
+    """Put the cluster's etcd back to a snapshot. The snapshot is checked first (exit 2, nothing stopped); then
+    the control plane stops, `etcdutl snapshot restore` makes new data directories, and the control plane
+    starts on them. Local world: the replaced data stays as etcd-data.before-restore. A kubeadm cluster
+    (playbooks/etcd-restore.yml): every control-plane host's member is restored as one new etcd cluster,
+    each keeping the data it replaced as <data-dir>.before-restore-<time>. Exit 2: no --yes, not a
+    snapshot, no world."""
+    result = flow.run_restore_etcd(inventory, source, world_dir=world_dir, state_dir=state_dir, yes=yes,
+                                   say=_progress(output))
     if output == "json":
         jsonout.emit(result)
     else:
         click.echo(f"restored etcd from {result['file']} (revision {result['revision']}, {result['keys']} keys); "
-                   f"restarted {', '.join(result['restarted']) or 'nothing'}")
+                   f"restarted {'; '.join(result['restarted']) or 'nothing'}")
 
 
 commands = [up, down, drift, plan, backup, restore]

@@ -55,11 +55,7 @@ def save(world: World, out: Path) -> dict[str, Any]:
     if state is None or "etcd" not in state.components or not state.alive().get("etcd"):
         raise InputError(f"the local world in {world.dir} is not running: start it with `gpucluster up` (a snapshot "
                          "is taken from the running etcd)")
-    if not out.parent.is_dir():
-        raise InputError(f"{out.parent} is not a folder: create it first, or name a file in a folder that exists")
-    exists = InputError(f"{out} exists: a snapshot is never written over a file; name a new one")
-    if out.exists() or out.is_symlink():
-        raise exists
+    exists = check_out(out)
     pki = world.pki
     # etcdctl writes <path>.part and renames it to <path>, which would replace a file that appeared
     # meanwhile: both names are reserved first (created here, so ours alone, and the only files this
@@ -76,7 +72,7 @@ def save(world: World, out: Path) -> dict[str, Any]:
               f"--cacert={pki.ca}", f"--cert={pki.cert('apiserver-etcd-client')}",
               f"--key={pki.key('apiserver-etcd-client')}", "snapshot", "save", str(tmp)], "etcd snapshot save")
         os.chmod(tmp, 0o600)
-        status = _status(tmp)
+        status = snapshot_status(tmp)
         try:
             atomic.publish_new(tmp, out)
         except FileExistsError:
@@ -87,7 +83,17 @@ def save(world: World, out: Path) -> dict[str, Any]:
     return {"file": str(out), **status}
 
 
-def _status(path: Path) -> dict[str, Any]:
+def check_out(out: Path) -> InputError:
+    """Refuse a snapshot file that cannot be written as asked; return the error for one that appears later."""
+    if not out.parent.is_dir():
+        raise InputError(f"{out.parent} is not a folder: create it first, or name a file in a folder that exists")
+    exists = InputError(f"{out} exists: a snapshot is never written over a file; name a new one")
+    if out.exists() or out.is_symlink():
+        raise exists
+    return exists
+
+
+def snapshot_status(path: Path) -> dict[str, Any]:
     """``etcdutl snapshot status`` of ``path``: its revision, keys and size, its hash checked."""
     out = _run([str(_tool("etcdutl")), "snapshot", "status", str(path), "-w", "json"], f"{path}: not a usable snapshot")
     try:
@@ -108,7 +114,7 @@ def restore(world: World, source: Path) -> dict[str, Any]:
         if state is None:
             raise InputError(f"no local world in {world.dir}: start one with `gpucluster up`, then restore into it")
         try:
-            status = _status(source)
+            status = snapshot_status(source)
         except LocalWorldError as err:
             raise InputError(f"{err}. Nothing was stopped.") from None
         peer = f"https://127.0.0.1:{state.ports['etcd-peer']}"

@@ -170,7 +170,8 @@ _ALL: list[Tool] = [
         package="go.etcd.io/etcd/server/v3",
         version_text=f"etcd Version: {ETCD.lstrip('v')}\n",
     ),
-    # Snapshots of the local world's etcd (`gpucluster backup etcd` / `restore etcd`): etcdctl saves one
+    # etcd snapshots (`gpucluster backup etcd` / `restore etcd`; on kubeadm clusters copied to the control-plane
+    # hosts by playbooks/etcd-snapshot.yml and etcd-restore.yml): etcdctl saves one
     # from the running member, etcdutl restores it into a new data directory (etcd-io/etcd v3.6.16,
     # etcdctl/ctlv3/command/snapshot_command.go and etcdutl/etcdutl/snapshot_command.go).
     Tool(
