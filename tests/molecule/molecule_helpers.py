@@ -33,8 +33,10 @@ FLIPS = {
 NODE_REMOVAL_TEST = "test_a_removed_worker_is_drained_reset_and_deleted_and_the_cluster_verifies_without_it"
 #: The test that snapshots and restores the site cluster's etcd (the same file, run before the removal).
 ETCD_RESTORE_TEST = "test_an_etcd_snapshot_restores_both_control_planes_to_the_moment_it_was_taken"
+#: The test that renews the site cluster's kubeadm certificates with playbooks/renew-certs.yml (the same file).
+CERT_RENEWAL_TEST = "test_renewed_certificates_are_what_both_control_planes_serve_and_the_new_kubeconfig_works"
 #: Tests that run on the site scenario's hosts after its own run, in this order; the last one destroys them.
-SITE_DAY2_TESTS = (ETCD_RESTORE_TEST, NODE_REMOVAL_TEST)
+SITE_DAY2_TESTS = (ETCD_RESTORE_TEST, CERT_RENEWAL_TEST, NODE_REMOVAL_TEST)
 
 
 def apt_cache_dirs() -> list[str]:

@@ -1,4 +1,7 @@
-"""`gpucluster node remove` on real kubelets: the site scenario's cluster loses a worker and a control plane.
+"""Day 2 on the site scenario's real kubeadm cluster, in this order (molecule_helpers.SITE_DAY2_TESTS): an etcd
+snapshot and restore, a certificate renewal, then `gpucluster node remove` (which destroys the hosts).
+
+`gpucluster node remove` on real kubelets: the site scenario's cluster loses a worker and a control plane.
 
 The hosts are the ones the site scenario's `molecule test` left converged and verified (conftest's
 ``scenario_runs`` keeps them for this test, which destroys them); run alone, the test converges the
@@ -26,11 +29,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from molecule_helpers import (
+    CERT_RENEWAL_TEST,
     ETCD_RESTORE_TEST,
     NODE_REMOVAL_TEST,
     SITE_DAY2_TESTS,
@@ -196,6 +201,67 @@ def test_an_etcd_snapshot_restores_both_control_planes_to_the_moment_it_was_take
         leftovers = on_hosts("ls -d /var/lib/.gpucluster-etcd-restore.* /etc/kubernetes/manifests-etcd-restore "
                              "2>/dev/null")
         assert leftovers == {CONTROL_PLANE: "", SECOND_CONTROL_PLANE: ""}, leftovers
+    finally:
+        if not _later_day2_test_in(request):
+            molecule(env, "site", "destroy")
+
+
+#: On a control-plane host: the SHA-256 of the certificate its API server serves, and of the one on disk.
+SERVED_AND_ON_DISK = """
+import hashlib, ssl
+served = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", 6443)))
+on_disk = ssl.PEM_cert_to_DER_cert(open("/etc/kubernetes/pki/apiserver.crt").read())
+print(hashlib.sha256(served).hexdigest(), hashlib.sha256(on_disk).hexdigest())
+"""
+
+
+def test_renewed_certificates_are_what_both_control_planes_serve_and_the_new_kubeconfig_works(
+        molecule_env, scenario_runs, request, tmp_path):
+    """playbooks/renew-certs.yml on real kubeadm control planes, run as docs/operations.md says (ansible-playbook
+    from the checkout): one host at a time, `kubeadm certs renew all`, each static pod restarted by kubelet
+    once its manifest leaves and comes back. Afterwards each API server serves the certificate now on disk,
+    which is not the one it served before (kubeadm renews files only: without the restart it would serve the
+    old one until its next start); the renewed admin kubeconfig lands 0600 on the controller with a new
+    client certificate and is accepted; the API is ready and every Node Ready."""
+    assert request.node.originalname == CERT_RENEWAL_TEST  # conftest keeps the site's hosts for it by this name
+    env = scenario_env("site", molecule_env, request)
+    try:
+        env, kubeconfig = _site_hosts(env, scenario_runs, request)
+        hosts = (CONTROL_PLANE, SECOND_CONTROL_PLANE)
+
+        def served_and_on_disk(host: str) -> tuple[str, str]:
+            done = _podman(env, "python3", "-c", SERVED_AND_ON_DISK, host=host)
+            assert done.returncode == 0, done.stderr
+            served, on_disk = done.stdout.split()
+            return served, on_disk
+
+        before = {h: served_and_on_disk(h) for h in hosts}
+        assert all(served == on_disk for served, on_disk in before.values()), before
+        fetched = tmp_path / "admin.conf"
+        run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(INVENTORY),
+                              str(REPO / "playbooks" / "renew-certs.yml"),
+                              "-e", json.dumps({"gpucluster_kubeconfig": str(fetched)})],
+                             cwd=REPO, env={**env, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+                             capture_output=True, text=True, timeout=1200, check=False)
+        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+        after = {h: served_and_on_disk(h) for h in hosts}
+        for host in hosts:
+            served, on_disk = after[host]
+            assert served == on_disk and served != before[host][0], (host, before[host], after[host])
+
+        assert fetched.stat().st_mode & 0o777 == 0o600
+
+        def client_cert(path: Path) -> str:
+            return yaml.safe_load(path.read_text())["users"][0]["user"]["client-certificate-data"]
+
+        assert client_cert(fetched) != client_cert(kubeconfig)
+        ready = subprocess.run([str(path_of("kubectl")), f"--kubeconfig={fetched}", "get", "--raw", "/readyz"],
+                               capture_output=True, text=True, timeout=120, check=False)
+        assert ready.returncode == 0 and ready.stdout == "ok", ready.stdout + ready.stderr
+        waited = subprocess.run([str(path_of("kubectl")), f"--kubeconfig={fetched}", "wait", "--for=condition=Ready",
+                                 "node", "--all", "--timeout=300s"], capture_output=True, text=True, timeout=360,
+                                check=False)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
     finally:
         if not _later_day2_test_in(request):
             molecule(env, "site", "destroy")
