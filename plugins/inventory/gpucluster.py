@@ -55,10 +55,11 @@ def group_name(pool: str) -> str:
 
 def cluster_vars(spec: Any) -> dict[str, Any]:
     """Variables every host shares, named after the role that reads them."""
+    from gpucluster.spec.names import split_endpoint
     from gpucluster.spec.validate.kubernetes import api_runtime_config, component_feature_gates
 
     k8s = spec.kubernetes
-    control_planes = [h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]]
+    control_planes = [h.name for h in spec.control_planes]
     operator = spec.gpu_operator
     out: dict[str, Any] = {
         "gpucluster_cluster_name": spec.metadata.name,
@@ -81,7 +82,7 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
     }
     if k8s.control_plane_endpoint_provider == "keepalived-haproxy" and k8s.control_plane_endpoint:
         # Validation made it IPv4:port (spec/validate/hosts.py).
-        vip, _, port = k8s.control_plane_endpoint.rpartition(":")
+        vip, port = split_endpoint(k8s.control_plane_endpoint)
         out.update({"api_endpoint_vip": vip, "api_endpoint_port": int(port)})
     if operator.driver.managed_by == "host":
         # The spec pins the host driver too (a package version prefix); with the operator managing the

@@ -51,7 +51,7 @@ def _arch() -> str:
 
 
 def control_planes(spec: ClusterSpec) -> list[str]:
-    return [h.name for h in spec.hosts if "control-plane" in set(h.roles or ())]
+    return [h.name for h in spec.control_planes]
 
 
 Runner = Callable[[tuple[str, ...], dict[str, Any]], Any]

@@ -55,11 +55,12 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
     out: dict[str, HostState] = {}
     pools = spec.pools_by_host()
     per_pool: dict[str, tuple[dict, dict, dict]] = {}  # pool → (gfd labels, management labels, resources)
+    control_planes = {h.name for h in spec.control_planes}
     for host in spec.hosts:
         pool = pools.get(host.name)
         state = HostState(name=host.name, pool=pool.name if pool else None, gpu_model=None, gpu_count=0)
         out[host.name] = state
-        if "control-plane" in [r.value for r in host.roles]:
+        if host.name in control_planes:
             state.labels[L.CONTROL_PLANE] = ""
         if pool is None:
             continue

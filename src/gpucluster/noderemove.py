@@ -75,10 +75,9 @@ def check(spec: ClusterSpec, node: str, node_obj: dict[str, Any] | None, *, rese
                          "Take the host out of cluster.yaml (hosts and its pool) and run `gpucluster up`: the "
                          "simulator deletes its Node")
     host = next((h for h in spec.hosts if h.name == node), None)
-    roles = set(getattr(host, "roles", None) or ())
     labels = (node_obj or {}).get("metadata", {}).get("labels") or {}
-    control_planes = [h.name for h in spec.hosts if "control-plane" in set(h.roles or ())]
-    if "control-plane" in roles or CONTROL_PLANE in labels:
+    control_planes = [h.name for h in spec.control_planes]
+    if node in control_planes or CONTROL_PLANE in labels:
         if host is None:
             raise InputError(f"node remove {node}: {node} is a control-plane node that {spec.metadata.name}'s spec "
                              "does not list, so its etcd member cannot be removed through its host: run `kubeadm "
@@ -137,7 +136,7 @@ def remove(api: kube.Kube, spec: ClusterSpec, node: str, *, reset_host: Callable
     if reset_host is not None:
         if dry_run:
             what = "kubeadm reset, kubelet stopped"
-            if any(h.name == node and "control-plane" in set(h.roles or ()) for h in spec.hosts):
+            if any(h.name == node for h in spec.control_planes):
                 what = "the endpoint handed over, kubeadm reset with its etcd member removed, kubelet stopped"
             say(f"would reset {node} (playbooks/{PLAYBOOK}: {what})")
         else:
@@ -163,7 +162,7 @@ def remove(api: kube.Kube, spec: ClusterSpec, node: str, *, reset_host: Callable
     if any(h.name == node for h in spec.hosts) and not dry_run:
         out.notes.append(f"{node} is still a host of cluster.yaml: take it out (hosts and its pool) before the next "
                          "`gpucluster up`, which would join it again; until then verify reports it missing")
-        if (node in [h.name for h in spec.hosts if "control-plane" in set(h.roles or ())]
+        if (node in [h.name for h in spec.control_planes]
                 and spec.kubernetes.control_plane_endpoint_provider == "keepalived-haproxy"):
             out.notes.append("the other control-plane hosts' haproxy and keepalived still name it (as a server that "
                              "is down and a silent peer): the next `gpucluster up` without --skip-hosts rewrites them")

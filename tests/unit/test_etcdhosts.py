@@ -102,6 +102,6 @@ def test_the_restore_playbook_gets_one_stamp_the_snapshot_and_the_confirmation(t
     assert extra["etcd_restore_confirm"] is True and extra["etcd_restore_snapshot"] == str(source.resolve())
     assert re.fullmatch(r"\d{8}T\d{6}Z", extra["etcd_restore_stamp"])  # what the playbook's check accepts
     assert Path(extra["etcd_tools_etcdutl"]).name == "etcdutl"
-    control_planes = [h.name for h in _spec().hosts if "control-plane" in h.roles]
+    control_planes = [h.name for h in _spec().control_planes]
     assert [r.split(":")[0] for r in result["restarted"]] == control_planes
     assert result["keptAs"].endswith(extra["etcd_restore_stamp"])

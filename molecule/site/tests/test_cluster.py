@@ -15,7 +15,7 @@ import pytest
 from gpucluster.spec import load_spec
 
 SPEC = load_spec(Path(__file__).resolve().parent.parent / "inventory")
-CONTROL_PLANES = [h.name for h in SPEC.hosts if "control-plane" in [r.value for r in h.roles]]
+CONTROL_PLANES = [h.name for h in SPEC.control_planes]
 CP = CONTROL_PLANES[0]
 WORKERS = [h.name for h in SPEC.hosts if h.name not in CONTROL_PLANES]
 testinfra_hosts = [f"podman://{CP}"]

@@ -103,7 +103,7 @@ class Simulator:
         self.say = say or log.info
         self.silicon = silicon_of(spec)
         self.registration = node_config(spec)
-        self.control_plane = {h.name for h in spec.hosts if "control-plane" in [r.value for r in h.roles]}
+        self.control_plane = {h.name for h in spec.control_planes}
         self.oracle = oracle.shared()
         self._stop = threading.Event()
 

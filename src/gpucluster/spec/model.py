@@ -729,6 +729,11 @@ class ClusterSpec(Model):
         self._warnings = [p for p in problems if p.severity == "warning"]
 
     # Convenience lookups used across the render core.
+    @property
+    def control_planes(self) -> list[Host]:
+        """The control-plane hosts in the spec's order: the first is kubeadm init's."""
+        return [h for h in self.hosts if HostRole.control_plane in h.roles]
+
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
 

@@ -51,6 +51,18 @@ def check_address(value: str) -> str:
                      "10.20.0.11 or the name like gpu-01.lab.example.com")
 
 
+def split_endpoint(endpoint: str) -> tuple[str, str]:
+    """``10.20.0.10:8443`` → (``10.20.0.10``, ``8443``), ``[fd00::10]:8443`` → (``fd00::10``, ``8443``); the port
+    is '' when there is none."""
+    if endpoint.startswith("["):
+        host, _, after = endpoint[1:].partition("]")
+        return host, after[1:]
+    if endpoint.count(":") == 1:
+        host, _, port = endpoint.partition(":")
+        return host, port
+    return endpoint, ""
+
+
 def check_endpoint(value: str) -> str:
     """kubeadm's ``controlPlaneEndpoint``: an IP address or an RFC 1123 DNS name, with an optional TCP port.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from gpucluster.spec.model import LOCAL_ENVIRONMENT, ClusterSpec, HostRole
-from gpucluster.spec.names import NETWORK_CONNECTIONS, connection_plugin
+from gpucluster.spec.model import LOCAL_ENVIRONMENT, ClusterSpec
+from gpucluster.spec.names import NETWORK_CONNECTIONS, connection_plugin, split_endpoint
 from gpucluster.spec.validate.common import Collector
 
 
@@ -66,18 +66,6 @@ def check(spec: ClusterSpec, c: Collector) -> None:
 API_SERVER_PORT = 6443
 
 
-def _split_endpoint(endpoint: str) -> tuple[str, str]:
-    """``10.20.0.10:8443`` → (``10.20.0.10``, ``8443``), ``[fd00::10]:8443`` → (``fd00::10``, ``8443``); the port
-    is '' when there is none."""
-    if endpoint.startswith("["):
-        host, _, after = endpoint[1:].partition("]")
-        return host, after[1:]
-    if endpoint.count(":") == 1:
-        host, _, port = endpoint.partition(":")
-        return host, port
-    return endpoint, ""
-
-
 def _endpoint_served(spec: ClusterSpec, c: Collector) -> None:
     """More than one control plane needs ``controlPlaneEndpoint``, and ``keepalived-haproxy`` needs an endpoint
     it can serve: a free IPv4 address and a port other than the API server's.
@@ -91,7 +79,7 @@ def _endpoint_served(spec: ClusterSpec, c: Collector) -> None:
     if spec.metadata.environment == LOCAL_ENVIRONMENT:
         return
     k = spec.kubernetes
-    control_planes = [h for h in spec.hosts if HostRole.control_plane in h.roles]
+    control_planes = spec.control_planes
     keepalived = k.control_plane_endpoint_provider == "keepalived-haproxy"
     example = "10.20.0.10:8443"
     if not k.control_plane_endpoint:
@@ -108,7 +96,7 @@ def _endpoint_served(spec: ClusterSpec, c: Collector) -> None:
         return
     if not keepalived:
         return
-    host, port = _split_endpoint(k.control_plane_endpoint)
+    host, port = split_endpoint(k.control_plane_endpoint)
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:
@@ -138,7 +126,7 @@ def _endpoint_outside(spec: ClusterSpec, ranges: dict[str, ipaddress.IPv4Network
     endpoint = spec.kubernetes.control_plane_endpoint
     if not endpoint:
         return
-    host = _split_endpoint(endpoint)[0]
+    host = split_endpoint(endpoint)[0]
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:
