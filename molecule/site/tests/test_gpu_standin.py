@@ -15,18 +15,18 @@ import json
 import os
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
+from waiting import wait_for
 
 from gpucluster.simulator import standin
 from gpucluster.spec import load_spec
 
 INVENTORY = Path(__file__).resolve().parent.parent / "inventory"
 SPEC = load_spec(INVENTORY)
-CP = next(h.name for h in SPEC.hosts if "control-plane" in [r.value for r in h.roles])
+CP = SPEC.control_planes[0].name
 (HOST,) = standin.hosts(SPEC)
 STANDIN = standin.for_host(SPEC, HOST)
 GPUS = SPEC.pool_of(HOST).gpu.count
@@ -42,15 +42,6 @@ def kubectl(*args: str) -> str:
 def gpus(field: str) -> int:
     status = json.loads(kubectl("get", "node", HOST, "-o", "json"))["status"]
     return int(status[field].get("nvidia.com/gpu", "0"))
-
-
-def wait_for(what: str, condition, timeout: float = 120.0) -> None:
-    """Poll the API server until ``condition()`` holds (the kubelet reports device changes on its own schedule)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(1)
 
 
 def verify_rows() -> tuple[int, dict]:

@@ -23,6 +23,7 @@ from pathlib import Path
 import netpol_enforcer as enforcer
 import pytest
 import testinfra
+from waiting import wait_for
 
 from gpucluster.render import tenants as render_tenants
 from gpucluster.spec import load_spec
@@ -30,7 +31,7 @@ from gpucluster.spec.model import Tenant
 
 INVENTORY = Path(__file__).resolve().parent.parent / "inventory"
 SPEC = load_spec(INVENTORY)
-CP = next(h.name for h in SPEC.hosts if "control-plane" in [r.value for r in h.roles])
+CP = SPEC.control_planes[0].name
 H100, A100, L40S = "gpuc-site-h100", "gpuc-site-a100", "gpuc-site-l40s"
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 RESEARCH, VISION = (t.ns for t in SPEC.tenants)
@@ -64,16 +65,6 @@ def kubectl(*args: str) -> str:
 def apply(docs: list[dict]) -> None:
     manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
     cp().check_output(f"echo {shlex.quote(manifest)} | {KUBECTL} apply -f -")
-
-
-def wait_for(what: str, condition, timeout: float = 120.0):
-    """Poll until ``condition()`` returns something truthy, and return it."""
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(1)
-    return found
 
 
 def _refusal(pod: str, grace: float = 10.0) -> str:
