@@ -15,17 +15,17 @@ next test. Addresses are read here with ``ip -j``, not with the role's filter.
 
 import json
 import shlex
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
 import yaml
+from waiting import wait_for
 
 from gpucluster.spec import load_spec
 
 SPEC = load_spec(Path(__file__).resolve().parent.parent / "inventory")
-CONTROL_PLANES = [h.name for h in SPEC.hosts if "control-plane" in [r.value for r in h.roles]]
+CONTROL_PLANES = [h.name for h in SPEC.control_planes]
 VIP, _, PORT = (SPEC.kubernetes.control_plane_endpoint or "").rpartition(":")
 ENDPOINT = f"https://{VIP}:{PORT}"
 MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
@@ -34,16 +34,6 @@ PARKED = "/etc/kubernetes/kube-apiserver.yaml.parked"
 
 def on(name: str):
     return testinfra.get_host(f"podman://{name}")
-
-
-def wait_for(what: str, condition, timeout: float = 120.0):
-    """Poll until ``condition()`` is truthy and return it (keepalived and the kubelet act on their own timers)."""
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.5)
-    return result
 
 
 def addresses(name: str) -> list[str]:
@@ -227,6 +217,8 @@ def test_an_api_server_that_is_down_is_left_out_and_the_endpoint_keeps_answering
         lambda: f"kube-apiserver/{second} is DOWN" in journal_since(first, "haproxy", since),
         timeout=60,
     )
+    # once in the journal: haproxy's standard error, with no second log target repeating it (haproxy.cfg.j2)
+    assert journal_since(first, "haproxy", since).count(f"kube-apiserver/{second} is DOWN") == 1
     # ... so every request at the endpoint reaches the first API server (round robin would send every
     # other one to the stopped server if it did not).
     assert holders() == [first]
