@@ -648,6 +648,12 @@ def _down(report: Report, run: Runner, spec: ClusterSpec, state: Path, *, world_
             for rec in plan_.replaced:
                 engine.forget(rec.stack, rec.urn)
             say(f"{len(plan_.replaced)} object(s) re-made by someone else dropped from the stack state, left in place")
+    if plan_.orphaned:
+        with run.phase("state") as say:
+            for patch in plan_.orphaned:
+                engine.forget(patch.stack, patch.urn)
+            say(f"{len(plan_.orphaned)} patch(es) of objects that are gone dropped from the stack state: "
+                + ", ".join(str(p.target) for p in plan_.orphaned))
     empty = {n: StackPlan(n) for n in ("platform", "tenants")}
     programs = _programs(empty, kubeconfig, context)
     for name in ("tenants", "platform"):

@@ -36,6 +36,14 @@ def k8s(type_: str, name: str, namespace: str = "", *, retain: bool = False) -> 
             **({"retainOnDelete": True} if retain else {})}
 
 
+def node_patch(name: str) -> dict:
+    """The platform stack's server-side-apply patch of a Node's labels (gpucluster.pulumi.objects, patch=True)."""
+    return {"urn": f"urn:pulumi:lab::p::kubernetes:core/v1:NodePatch::node/{name}", "custom": True,
+            "type": "kubernetes:core/v1:NodePatch", "id": name,
+            "inputs": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"pool": "a"}}},
+            "outputs": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": f"uid--{name}"}}}
+
+
 PLATFORM = [
     {"urn": "urn:…::pulumi:providers:kubernetes::cluster", "custom": True, "type": "pulumi:providers:kubernetes"},
     k8s("kubernetes:core/v1:Namespace", "gpu-operator"),
@@ -43,6 +51,8 @@ PLATFORM = [
     k8s("kubernetes:core/v1:ConfigMap", "dcgm", "gpu-operator"),
     k8s("kubernetes:core/v1:ConfigMap", "mig", "gpu-operator"),
     k8s("kubernetes:monitoring.coreos.com/v1:PrometheusRule", "gpu", "monitoring"),
+    node_patch("gpu-1"),
+    node_patch("gpu-2"),
     {"urn": "urn:…::kubernetes:helm.sh/v3:Release::release/volcano", "custom": True,
      "type": "kubernetes:helm.sh/v3:Release", "id": "volcano-system/volcano",
      "outputs": {"name": "volcano", "namespace": "volcano-system"}},
@@ -111,6 +121,20 @@ def test_what_was_in_a_re_made_namespace_is_not_ours_either():
     assert "training" not in plan.namespaces and "ResourceQuota" not in plan.objects
 
 
+def test_the_patch_of_a_node_that_is_gone_is_dropped_from_the_state_not_destroyed():
+    def node_gone(wanted):
+        assert {Ref("Node", "", "gpu-1"), Ref("Node", "", "gpu-2")} <= set(wanted)  # patch targets are looked up
+        return {ref: uid for ref, uid in same_uids(wanted).items() if ref != Ref("Node", "", "gpu-1")}
+
+    plan = teardown.of("lab", STATES, contents, node_gone)
+    assert plan.orphaned == [teardown.Patch(Ref("Node", "", "gpu-1"), "platform", node_patch("gpu-1")["urn"], "v1")]
+    assert plan.as_dict()["orphanedPatches"] == ["Node//gpu-1"]
+    assert "patches of objects that no longer exist" in "\n".join(plan.lines())
+    # patches are never among what down deletes, gone or not
+    assert dict(plan.objects) == {"ConfigMap": 2, "PrometheusRule": 1, "ResourceQuota": 1}
+    assert teardown.of("lab", STATES, contents, same_uids).orphaned == []  # both Nodes there: nothing dropped
+
+
 @pytest.fixture
 def engine(monkeypatch, tmp_path):
     """A lab state on disk; the pod/PVC counts and the engine's operations recorded instead of run."""
@@ -157,6 +181,21 @@ def test_re_made_objects_are_dropped_from_the_state_after_the_answer_and_before_
     report = run_down(LAB, state_dir=state, quiet=True, confirm=lambda plan: True)
     assert calls == [("platform", f"forget {PLATFORM[3]['urn']}"), ("tenants", "destroy"), ("platform", "destroy")]
     assert report.teardown["replaced"] == ["ConfigMap/gpu-operator/dcgm"]
+
+
+def test_patches_of_gone_nodes_are_dropped_after_the_answer_and_before_the_destroy(engine, monkeypatch):
+    """Destroying the patch of a Node deleted since `up` would apply the bare Node and create it again."""
+    from gpucluster.pulumi import cluster
+
+    state, calls = engine
+    monkeypatch.setattr(cluster, "live_uids", lambda kc, wanted, context=None: {
+        ref: uid for ref, uid in same_uids(wanted).items() if ref != Ref("Node", "", "gpu-2")})
+    with pytest.raises(Declined):
+        run_down(LAB, state_dir=state, quiet=True, confirm=lambda plan: False)
+    assert calls == []
+    report = run_down(LAB, state_dir=state, quiet=True, confirm=lambda plan: True)
+    assert calls == [("platform", f"forget {node_patch('gpu-2')['urn']}"), ("tenants", "destroy"), ("platform", "destroy")]
+    assert report.teardown["orphanedPatches"] == ["Node//gpu-2"]
 
 
 def test_down_with_a_yes_destroys_tenants_then_platform_and_reports_the_listing(engine):
@@ -208,4 +247,5 @@ def test_nothing_in_the_state_means_nothing_to_ask(monkeypatch, tmp_path):
         raise AssertionError("asked with nothing to delete")
 
     report = run_down(LAB, state_dir=tmp_path, quiet=True, confirm=never)
-    assert report.teardown == {"namespaces": {}, "releases": [], "objects": {}, "kept": [], "replaced": []}
+    assert report.teardown == {"namespaces": {}, "releases": [], "objects": {}, "kept": [], "replaced": [],
+                               "orphanedPatches": []}

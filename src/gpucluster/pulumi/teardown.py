@@ -9,7 +9,16 @@ kind.
 The provider deletes by name, so an object of ours that someone deleted and re-made under the same name
 since ``up`` would go too. The state records each object's uid: one whose live uid differs is not the
 object ``up`` created; it is listed apart and dropped from the state (``Engine.forget``) instead of
-deleted. Pure, but for the ``contents`` and ``uids`` callables that ask the cluster.
+deleted.
+
+Patches (the platform stack's server-side-apply patches of Nodes' labels and taints) are not deleted:
+destroying one makes the provider relinquish its fields with an apply of the bare object
+(pulumi/pulumi-kubernetes v4.25.0 ``provider/pkg/await/await.go`` ``Deletion`` →
+``provider/pkg/ssa/actions.go`` ``Relinquish``), and an apply creates what does not exist. The patch of an
+object that is gone (a Node deleted since ``up``: a machine retired, an autoscaler) would bring it back as
+an empty object, so such patches are listed apart and dropped from the state instead.
+
+Pure, but for the ``contents`` and ``uids`` callables that ask the cluster.
 """
 
 from __future__ import annotations
@@ -38,6 +47,36 @@ class Recorded:
     uid: str
 
 
+@dataclass(frozen=True)
+class Patch:
+    """A stack's server-side-apply patch of an object someone else owns: its target, where it is recorded."""
+
+    target: Ref
+    stack: str
+    urn: str
+    api_version: str
+
+
+def patches(stack: str, resources: Iterable[Mapping[str, Any]]) -> list[Patch]:
+    """The patches a stack's state holds (``<Kind>Patch`` of an object of ``kind: <Kind>``, the provider's rule,
+    as :func:`gpucluster.pulumi.ownership.in_state` reads it)."""
+    out = []
+    for res in resources:
+        type_ = str(res.get("type", ""))
+        inputs = res.get("inputs") or {}
+        if not res.get("custom") or not type_.startswith("kubernetes:") or type_.count(":") != 2:
+            continue
+        path, kind = type_.split(":")[1:3]
+        meta = inputs.get("metadata") or {}
+        if not inputs.get("kind") or kind != f"{inputs['kind']}Patch" or not meta.get("name"):
+            continue
+        group = "" if path.split("/")[0] == "core" else path.split("/")[0]
+        api_version = str(inputs.get("apiVersion") or ("v1" if path == "core/v1" else path))
+        out.append(Patch(Ref(inputs["kind"], meta.get("namespace") or "", meta["name"], group), stack,
+                         str(res.get("urn", "")), api_version))
+    return out
+
+
 @dataclass
 class Teardown:
     """What ``down`` would delete (per stack state) and keep; see the module docstring."""
@@ -53,6 +92,8 @@ class Teardown:
     kept: list[str] = field(default_factory=list)
     #: Objects of the state that someone re-made since (another uid): left in place, dropped from the state.
     replaced: list[Recorded] = field(default_factory=list)
+    #: Patches of objects that are gone: dropped from the state (destroying them would create the object again).
+    orphaned: list[Patch] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -78,13 +119,18 @@ class Teardown:
             out.append("it leaves in place and drops from the stack state (deleted and made again by someone "
                        "else since `up`: the uid differs from the one the state records): "
                        + ", ".join(str(r.ref) for r in self.replaced))
+        if self.orphaned:
+            out.append("it drops from the stack state its patches of objects that no longer exist (destroying a "
+                       "patch applies the bare object, which would create it again): "
+                       + ", ".join(str(p.target) for p in self.orphaned))
         return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"namespaces": {ns: {"pods": p, "persistentVolumeClaims": v} for ns, (p, v) in
                                sorted(self.namespaces.items())},
                 "releases": self.releases, "objects": dict(sorted(self.objects.items())), "kept": self.kept,
-                "replaced": [str(r.ref) for r in self.replaced]}
+                "replaced": [str(r.ref) for r in self.replaced],
+                "orphanedPatches": [str(p.target) for p in self.orphaned]}
 
 
 def recorded(stack: str, resources: Iterable[Mapping[str, Any]]) -> list[Recorded]:
@@ -111,8 +157,11 @@ def of(environment: str, states: Mapping[str, Iterable[Mapping[str, Any]]], cont
     out = Teardown(environment, kept=sorted(str(r) for r, retained in held.items() if retained))
     if uids is not None:
         mine = [rec for name, resources in states.items() for rec in recorded(name, resources)]
+        patched = [p for name, resources in states.items() for p in patches(name, resources)]
         wanted = {rec.ref: rec.api_version for rec in mine if rec.uid and rec.api_version}
+        wanted.update({p.target: p.api_version for p in patched})
         live = uids(wanted) if wanted else {}
+        out.orphaned = sorted((p for p in patched if p.target not in live), key=lambda p: (p.target, p.urn))
         remade = {rec.ref for rec in mine if rec.ref in live and live[rec.ref] != rec.uid}
         # What was in a re-made Namespace went with the one we made: none of it is ours any more.
         spaces = {r.name for r in remade if (r.group, r.kind) == ("", "Namespace")}
