@@ -10,9 +10,9 @@ removed after it; kubeadm's etcd image need not hold them):
   only then named as asked (0600, never over an existing file).
 - ``playbooks/etcd-restore.yml``: the snapshot checked here first (a file that is no snapshot: exit 2,
   no host contacted); then on every control-plane host the API server, controller manager, scheduler
-  and etcd stop, ``etcdutl snapshot restore`` makes each member's new data directory (one new cluster
-  of all of them), and etcd, the API servers and the controllers start again, in that order. The data
-  directories replaced stay beside the new ones (``<data-dir>.before-restore-<stamp>``).
+  and etcd stop, ``etcdutl snapshot restore`` makes each member's new data (one new cluster of all of
+  them) inside its data directory, and etcd, the API servers and the controllers start again, in that
+  order. Each data directory keeps the member folder it replaced as ``<data-dir>/member.before-restore-<stamp>``.
 
 The local world has its own (:mod:`gpucluster.local.etcdsnap`); the snapshot file is the same format.
 """
@@ -112,5 +112,5 @@ def restore(spec: ClusterSpec, source: Path, run_playbook: Runner) -> dict[str, 
         "file": str(source),
         **status,
         "restarted": [f"{h}: {', '.join(COMPONENTS)}" for h in hosts],
-        "keptAs": f"<data-dir>.before-restore-{stamp}",
+        "keptAs": f"<data-dir>/member.before-restore-{stamp}",
     }

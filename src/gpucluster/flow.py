@@ -779,7 +779,7 @@ def run_restore_etcd(inventory: Path | None, source: Path, *, world_dir: Path | 
             kept = f"the replaced data is kept as {_local_world_of(world_dir).dir / etcdsnap.BEFORE_RESTORE}"
             what = "the whole local world"
         else:
-            kept = "each control-plane host keeps the data it replaced as <data-dir>.before-restore-<time>"
+            kept = "each control-plane host keeps the etcd data it replaced as <data-dir>/member.before-restore-<time>"
             what = (f"the whole cluster {spec.metadata.name} (every control-plane host's API server, controllers "
                     "and etcd stop meanwhile)")
         raise InputError(f"restoring {source} puts {what} back to the moment it was taken: everything written since "

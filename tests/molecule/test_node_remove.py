@@ -196,9 +196,9 @@ def test_an_etcd_snapshot_restores_both_control_planes_to_the_moment_it_was_take
         assert kubectl("create", "configmap", "after-restore", "--from-literal=k=v").returncode == 0
         waited = kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=300s")
         assert waited.returncode == 0, waited.stdout + waited.stderr
-        kept = on_hosts("ls -d /var/lib/etcd.before-restore-*/member")
+        kept = on_hosts("ls -d /var/lib/etcd/member.before-restore-*/snap")
         assert all(out.strip() for out in kept.values()), kept
-        leftovers = on_hosts("ls -d /var/lib/.gpucluster-etcd-restore.* /etc/kubernetes/manifests-etcd-restore "
+        leftovers = on_hosts("ls -d /var/lib/etcd/.gpucluster-etcd-restore.* /etc/kubernetes/manifests-etcd-restore "
                              "2>/dev/null")
         assert leftovers == {CONTROL_PLANE: "", SECOND_CONTROL_PLANE: ""}, leftovers
     finally:

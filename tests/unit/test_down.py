@@ -194,7 +194,8 @@ def test_patches_of_gone_nodes_are_dropped_after_the_answer_and_before_the_destr
         run_down(LAB, state_dir=state, quiet=True, confirm=lambda plan: False)
     assert calls == []
     report = run_down(LAB, state_dir=state, quiet=True, confirm=lambda plan: True)
-    assert calls == [("platform", f"forget {node_patch('gpu-2')['urn']}"), ("tenants", "destroy"), ("platform", "destroy")]
+    forget = ("platform", f"forget {node_patch('gpu-2')['urn']}")
+    assert calls == [forget, ("tenants", "destroy"), ("platform", "destroy")]
     assert report.teardown["orphanedPatches"] == ["Node//gpu-2"]
 
 

@@ -396,7 +396,7 @@ def restore_etcd(inventory: Path | None, output: str, state_dir: Path | None, wo
     the control plane stops, `etcdutl snapshot restore` makes new data directories, and the control plane
     starts on them. Local world: the replaced data stays as etcd-data.before-restore. A kubeadm cluster
     (playbooks/etcd-restore.yml): every control-plane host's member is restored as one new etcd cluster,
-    each keeping the data it replaced as <data-dir>.before-restore-<time>. Exit 2: no --yes, not a
+    each keeping the data it replaced as <data-dir>/member.before-restore-<time>. Exit 2: no --yes, not a
     snapshot, no world."""
     result = flow.run_restore_etcd(inventory, source, world_dir=world_dir, state_dir=state_dir, yes=yes,
                                    say=_progress(output))
