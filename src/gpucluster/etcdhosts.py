@@ -64,7 +64,8 @@ def save(spec: ClusterSpec, out: Path, run_playbook: Runner) -> dict[str, Any]:
     """
     exists = etcdsnap.check_out(out)
     tools = _tools("etcdctl", "etcdutl")  # both now: a missing one fails before any host is contacted
-    folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # 0700: the snapshot holds Secrets
+    # 0700: the snapshot holds Secrets. Absolute: ansible-playbook runs in the checkout, not in this folder.
+    folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent)).resolve()
     fetched = folder / "snapshot.db"
     try:
         run_playbook((SNAPSHOT_PLAYBOOK,), {**tools, "etcd_tools_arch": _arch(), "etcd_snapshot_dest": f"{folder}/"})

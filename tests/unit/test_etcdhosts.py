@@ -56,6 +56,16 @@ def test_the_snapshot_is_asked_of_the_first_control_plane_into_a_private_folder_
     assert list(tmp_path.iterdir()) == []  # no file under the asked name, the folder and the copy gone
 
 
+def test_a_relative_out_gives_the_playbook_an_absolute_folder(tmp_path, monkeypatch):
+    """ansible-playbook runs in the checkout (hostlayer.run's cwd): a relative folder would land there."""
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    with pytest.raises(GpuclusterError, match="without copying a snapshot"):
+        etcdhosts.save(_spec(), Path("etcd.db"), Runner(lambda extra: seen.append(extra["etcd_snapshot_dest"])))
+    assert len(seen) == 1 and Path(seen[0]).is_absolute() and Path(seen[0]).parent == tmp_path.resolve()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_run_that_fetched_nothing_fails_and_leaves_nothing(tmp_path):
     with pytest.raises(GpuclusterError, match="without copying a snapshot"):
         etcdhosts.save(_spec(), tmp_path / "etcd.db", Runner())
