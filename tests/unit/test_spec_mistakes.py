@@ -327,3 +327,12 @@ def test_an_invalid_optional_key_still_lets_the_other_rules_run(write_spec, base
     base["nodePools"][1]["hosts"] = ["nope"]
     paths = {p.path for p in problems(write_spec, base)}
     assert {"tenants[0].namespace", "nodePools[1].hosts[0]"} <= paths
+
+
+@pytest.mark.parametrize("value", ["0", '"0%"'])
+def test_a_max_unavailable_of_zero_is_refused(write_spec, value):
+    # k8s-operator-libs would start no upgrade, and the chart's `default "25%"` turns an integer 0 into 25%
+    probs = _text_problems(write_spec, f"gpuOperator: {{driver: {{upgradePolicy: {{maxUnavailable: {value}}}}}}}\n")
+    p = find(probs, "gpuOperator.driver.upgradePolicy.maxUnavailable")
+    assert "no node" in p.message, p
+    load_spec(write_spec(SPEC_TEXT + "gpuOperator: {driver: {upgradePolicy: {maxUnavailable: 1}}}\n"))

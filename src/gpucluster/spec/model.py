@@ -360,11 +360,18 @@ class DriverUpgradePolicy(Model):
     @classmethod
     def _max_unavailable(cls, v: int | str) -> int | str:
         if isinstance(v, int):
-            if v < 0:
-                raise ValueError("maxUnavailable must be >= 0")
+            if v < 1:
+                # k8s-operator-libs starts no upgrade with 0 unavailable allowed (pkg/upgrade/common_manager.go:770
+                # in gpu-operator v26.3.0's vendor folder; percentages round up), and the operator's chart
+                # prints this value through `default "25%"` (v26.3.0 templates/clusterpolicy.yaml:237), which
+                # turns an integer 0 into 25%
+                raise ValueError("maxUnavailable must be >= 1 (0 would let no node upgrade, and the chart turns an "
+                                 "integer 0 into its default 25%)")
             return v
         if not re.fullmatch(r"(100|[1-9]?[0-9])%", v):
             raise ValueError(f"{v!r} is neither a node count nor a percentage like 25%")
+        if v == "0%":
+            raise ValueError("maxUnavailable 0% would let no node upgrade: give a count >= 1 or a percentage > 0")
         return v
 
 
