@@ -48,6 +48,9 @@ FAULT_MIG_FAIL = "gpucluster.dev/simulate-mig-fail"
 FAULT_MIG_REBOOT = "gpucluster.dev/simulate-mig-reboot"
 #: Node annotation: the MIG state of the simulated GPUs (JSON; the silicon's memory between syncs).
 SIMULATED_MIG = "gpucluster.dev/simulated-mig"
+#: Node annotation: what the simulated DRA kubelet plugin read when its pod started (JSON: the MIG layout
+#: and its pod template); absent while no plugin runs on the node.
+SIMULATED_DRA_PLUGIN = "gpucluster.dev/simulated-dra-plugin"
 #: Node annotation read by the simulated DCGM exporter: JSON knobs per GPU ("0") or MIG instance
 #: ("0/3" = GPU 0, GPU instance 3), e.g. {"0": {"xid": 79, "gr_engine_active": 0.02}}.
 SIMULATE_DCGM = "gpucluster.dev/simulate-dcgm"

@@ -22,7 +22,7 @@ from gpucluster import labels as L
 from gpucluster.addons import gpu_simulator
 from gpucluster.labels import SIMULATED
 from gpucluster.quantity import parse_quantity
-from gpucluster.render import gpu_operator, render
+from gpucluster.render import dra_driver, gpu_operator, render
 from gpucluster.render import network_operator as network
 from gpucluster.simulator import Simulator, attach
 from gpucluster.simulator.objects import slice_name
@@ -226,6 +226,56 @@ def test_a_wedged_mig_change_then_its_recovery(lw: Cluster, spec: ClusterSpec, s
         sim.settle()
     assert node()["status"]["allocatable"][mig] == "56"
 
+
+
+def _published_profiles(lw: Cluster, host: str) -> list[str] | None:
+    """The MIG profiles in the host's ResourceSlices (None: the host has no slice)."""
+    slices = [s for s in lw.get("resourceslices.resource.k8s.io")["items"] if s["spec"].get("nodeName") == host]
+    if not slices:
+        return None
+    return sorted(d["attributes"]["profile"]["string"] for s in slices for d in s["spec"].get("devices") or []
+                  if "profile" in d["attributes"])
+
+
+@pytest.mark.parametrize("placement", ["gpucluster's values", "the chart's default affinity"])
+def test_a_static_mig_layout_change_on_a_dra_pool(lw: Cluster, spec: ClusterSpec, sim: Simulator,
+                                                   monkeypatch: pytest.MonkeyPatch, placement: str) -> None:
+    # dra-driver-nvidia-gpu v0.4.1 reads its devices once at start: the new layout reaches the slice only
+    # through a new plugin pod, which our kubeletPlugin.affinity makes the MIG manager's pause cause.
+    if placement != "gpucluster's values":
+        rendered = dra_driver.values
+
+        def plain(s: ClusterSpec) -> dict:
+            v = rendered(s)
+            return {**v, "kubeletPlugin": {k: x for k, x in v["kubeletPlugin"].items() if k != "affinity"}}
+
+        monkeypatch.setattr(dra_driver, "values", plain)
+    pools = {p.name: p for p in spec.node_pools}
+    before = _published_profiles(lw, "a100-2")
+    assert before and "3g.40gb" in before
+    lw.kubectl("label", "node", "a100-2", "--overwrite",
+               f"{L.MIG_CONFIG}={gpu_operator.mig_config_name(pools['a100-mig'])}")
+    try:
+        sim.sync()
+        labels = lw.get("node", "a100-2")["metadata"]["labels"]
+        assert labels[L.MIG_CONFIG_STATE] == "pending" and labels[L.DEPLOY_GFD] == L.DEPLOY_PAUSED
+        during = _published_profiles(lw, "a100-2")
+        sim.sync()
+        assert lw.get("node", "a100-2")["metadata"]["labels"][L.MIG_CONFIG_STATE] == "success"
+        after = _published_profiles(lw, "a100-2")
+        if placement == "gpucluster's values":
+            assert during is None  # the plugin stopped for the change; its slices went with it
+            assert after == ["1g.10gb"] * 56
+        else:
+            assert during == before and after == before  # the plugin never restarted
+            annotations = lw.get("node", "a100-2")["metadata"]["annotations"]
+            assert "MIG layout it read at start" in annotations[L.SIMULATOR_DERIVED]
+    finally:
+        monkeypatch.undo()
+        lw.kubectl("label", "node", "a100-2", "--overwrite",
+                   f"{L.MIG_CONFIG}={gpu_operator.mig_config_name(pools['a100-dra'])}")
+        sim.settle()
+    assert _published_profiles(lw, "a100-2") == before
 
 
 def test_unhealthy_gpu(lw: Cluster, sim: Simulator) -> None:

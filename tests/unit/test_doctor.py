@@ -347,3 +347,30 @@ def test_the_node_cause_most_nodes_share_is_the_answer_and_the_rest_are_listed()
     three = Pool("l4", ("l4-1", "l4-2", "l4-3"), {"nvidia.com/gpu": 4}, {"gpucluster.dev/pool": "l4"}, dra=False)
     d = diagnose_pod(pod("x", gpus=1), v, pools=[three])
     assert d.cause.cause == "insufficient-gpus" and [f.cause for f in d.also] == ["nodes-unavailable"]
+
+
+def test_a_dra_node_publishing_an_old_mig_layout_is_named() -> None:
+    # GFD relabels after the MIG change; the DRA kubelet plugin still publishes what it read at start
+    def mig(i: int, profile: str) -> dict:
+        return {"name": f"gpu-0-mig-{profile.replace('.', '')}-{i}", "attributes": {
+            "type": {"string": "mig"}, "profile": {"string": profile}, "uuid": {"string": f"MIG-{i}"}}}
+    slices = [{"spec": {"driver": "gpu.nvidia.com", "pool": {"name": "a100-2"}, "nodeName": "a100-2",
+                        "devices": [mig(0, "3g.40gb"), mig(1, "3g.40gb")]}}]
+    classes = [{"metadata": {"name": "mig-1g"}, "spec": {"selectors": [{"cel": {"expression":
+               "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]}}]
+    claims = [{"metadata": {"name": "want-1g", "namespace": "team-b"}, "spec": {"devices": {"requests": [
+        {"name": "mig", "exactly": {"deviceClassName": "mig-1g", "count": 1}}]}}}]
+
+    def labels(state: str, count: str) -> dict[str, str]:
+        return {"gpucluster.dev/dra": "true", "nvidia.com/mig.config.state": state,
+                "nvidia.com/mig-1g.10gb.count": count}
+
+    stale = why(pod("m", "team-b", claim="want-1g"), view([node("a100-2", {}, labels=labels("success", "7"))], [],
+                                                        slices=slices, claims=claims, device_classes=classes))
+    assert stale.cause.cause == "dra-no-free-device" and "once, at start" in stale.cause.fix
+    assert any("GFD labels MIG devices {'1g.10gb': 7}" in e and "{'3g.40gb': 2}" in e for e in stale.cause.evidence)
+    # while the MIG manager is still at work, or when GFD agrees with the slice, the plain advice stays
+    for state, count in (("pending", "7"), ("success", "0")):
+        d = why(pod("m", "team-b", claim="want-1g"), view([node("a100-2", {}, labels=labels(state, count))], [],
+                                                      slices=slices, claims=claims, device_classes=classes))
+        assert d.cause.cause == "dra-no-free-device" and "once, at start" not in d.cause.fix

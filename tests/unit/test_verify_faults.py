@@ -54,6 +54,10 @@ def test_the_recorder_asks_no_expectation_code_what_a_healthy_cluster_holds() ->
 @pytest.mark.parametrize("fault, words", [
     ("gpus-published-twice-device-plugin", ["nvidia.com/gpu=8"]),
     ("gpus-published-twice-dra", ["its kubelet plugin runs on a node outside the DRA pools"]),
+    ("stale-static-mig-layout", ["gpu-0-mig-3g40gb-*: 0 devices (want 1)", "enumerates MIG devices once",
+                                 "delete its pod on this node"]),
+    ("validator-2550-on-a-device-plugin-node", ["plugin-validation failed (exit 1"]),
+    ("validator-driver-fails-on-a-dra-only-node", ["driver-validation failed (exit 1"]),
     ("class-selector-widened", ["spec.selectors[0].cel.expression", "device.driver == 'gpu.nvidia.com'"]),
     ("class-selectors-deleted", ["spec.selectors"]),
     ("daemonset-status-stale", ["observedGeneration", "behind generation"]),

@@ -232,6 +232,24 @@ def test_failed_fails_with_the_driver_pod_and_how_to_recover() -> None:
     assert r.verdict is Verdict.failed and "12 restarts" in r.actual and "uncordon-required by itself" in r.reason
 
 
+def test_a_dra_only_node_failing_after_validation_is_upstreams_path_not_a_fault() -> None:
+    # NVIDIA/gpu-operator#2550: its validator never gets Ready; the controller fails it after 600 s and recovers it
+    def row(inputs: upgrades.UpgradeInputs, before: str, dra_only: set[str], state: str = "upgrade-failed"):
+        inputs.events = [moved("h100-1", before, 0)] + ([moved("h100-1", state, 600)] if state != before else [])
+        return next(upgrades.rows([up_node(state, "h100-1")], inputs, deadline=3600, now=E0 + 4000,
+                                  dra_only=dra_only))
+
+    r = row(driver("h100-1"), "validation-required", {"h100-1"})
+    assert r.verdict is Verdict.passed and "gpu-operator#2550" in r.actual and "after validation-required" in r.actual
+    # a device-plugin node, a driver pod not Ready, a failure from another step: still failures
+    assert row(driver("h100-1"), "validation-required", set()).verdict is Verdict.failed
+    assert row(driver("h100-1", ready=False), "validation-required", {"h100-1"}).verdict is Verdict.failed
+    assert row(driver("h100-1"), "pod-restart-required", {"h100-1"}).verdict is Verdict.failed
+    # stuck at validation-required there names the bug rather than "read its init containers' logs"
+    r = row(driver("h100-1"), "validation-required", {"h100-1"}, state="validation-required")
+    assert r.verdict is Verdict.failed and "gpu-operator#2550" in r.reason
+
+
 def test_a_step_past_the_deadline_is_stuck_and_one_inside_is_progress() -> None:
     inputs = driver()
     inputs.events = [moved("h200-1", "drain-required", 0)]

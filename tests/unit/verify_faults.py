@@ -274,6 +274,16 @@ def _device_removed(s: Snapshot) -> None:
     sl["spec"]["devices"] = sl["spec"]["devices"][:-1]
 
 
+def _stale_static_mig_layout(s: Snapshot) -> None:
+    # a100-2's plugin started before its MIG manager applied all-balanced: every GPU still whole
+    sl = next(x for x in s.resource_slices or [] if x["spec"]["nodeName"] == "a100-2")
+    gpus = [dict(copy.deepcopy(sl["spec"]["devices"][0]), name=f"gpu-{i}") for i in range(8)]
+    for d in gpus:
+        d["attributes"] = {k: v for k, v in d["attributes"].items() if k not in ("profile", "parentUUID")}
+        d["attributes"]["type"] = {"string": "gpu"}
+    sl["spec"]["devices"] = gpus
+
+
 def _extra_device(s: Snapshot) -> None:
     sl = next(x for x in s.resource_slices or [] if x["spec"]["nodeName"] == "h100-1")
     sl["spec"]["devices"].append(dict(copy.deepcopy(sl["spec"]["devices"][0]), name="gpu-8"))
@@ -411,6 +421,31 @@ def _validator_failed(s: Snapshot) -> None:
     ds = _ds(s, "nvidia-operator-validator")["status"]  # the DaemonSet counts the pod not ready, too
     ds["numberReady"] -= 1
     ds["numberAvailable"] -= 1
+
+
+def _validator_pod(s: Snapshot, node: str) -> dict[str, Any]:
+    return next(p for p in s.operator_pods or [] if p["metadata"]["labels"].get("app") == "nvidia-operator-validator"
+                and p["spec"]["nodeName"] == node)
+
+
+def _validator_stops_at_plugin_on_a_device_plugin_node(s: Snapshot) -> None:
+    # what NVIDIA/gpu-operator#2550 does on DRA-only nodes (the recording holds it there), on h200-1, whose
+    # device plugin should advertise its GPUs: a real fault here
+    h200, h100 = _validator_pod(s, "h200-1"), _validator_pod(s, "h100-1")
+    h200["status"] = copy.deepcopy(h100["status"])
+    ds = _ds(s, "nvidia-operator-validator")["status"]
+    ds["numberReady"] -= 1
+    ds["numberAvailable"] -= 1
+
+
+def _validator_driver_fails_on_a_dra_only_node(s: Snapshot) -> None:
+    # h100-1 (DRA only) stops at plugin-validation as upstream's does; now its driver validation fails first
+    st = _validator_pod(s, "h100-1")["status"]
+    st["initContainerStatuses"] = [
+        {"name": "driver-validation", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}},
+        *({"name": n, "state": {"waiting": {"reason": "PodInitializing"}}}
+          for n in ("toolkit-validation", "cuda-validation", "plugin-validation"))]
 
 
 def _dra_device_tainted(s: Snapshot) -> None:
@@ -651,6 +686,9 @@ FAULTS: dict[str, Fault] = {
     "gpus-published-twice-dra": fault(_dra_plugin_on_a_device_plugin_node, ("dra-slices", "l4-1")),
     "device-removed": fault(_device_removed, ("dra-slices", "h100-2")),
     "extra-dra-device": fault(_extra_device, ("dra-slices", "h100-1")),
+    # the only node with 1g.10gb MIG devices for DRA publishes none: the class that asks for them matches nothing
+    "stale-static-mig-layout": fault(_stale_static_mig_layout, ("dra-slices", "a100-2"),
+                                     ("deviceclass-matches", "deviceclass/mig-1g-10gb")),
     "class-selector-widened": fault(_selector_widened, ("deviceclass-matches", "deviceclass/gpu-80gb")),
     "class-selectors-deleted": fault(_selectors_deleted, ("deviceclass-matches", "deviceclass/hopper")),
     "charts-class-newer": fault(_charts_class_newer, ("dra-extended-resource", "extended-resource/nvidia.com/gpu")),
@@ -675,6 +713,12 @@ FAULTS: dict[str, Fault] = {
     "exporter-down": fault(_exporter_down, ("gpu-health", "h100-1")),
     "validator-failed": fault(_validator_failed, ("gpu-health", "l4-1"),
                               ("daemonsets-ready", "gpu-operator/nvidia-operator-validator")),
+    "validator-2550-on-a-device-plugin-node": fault(_validator_stops_at_plugin_on_a_device_plugin_node,
+                                                    ("gpu-health", "h200-1"),
+                                                    ("daemonsets-ready", "gpu-operator/nvidia-operator-validator")),
+    "validator-driver-fails-on-a-dra-only-node": fault(_validator_driver_fails_on_a_dra_only_node,
+                                                       ("gpu-health", "h100-1"),
+                                                       ("daemonsets-ready", "gpu-operator/nvidia-operator-validator")),
     "dra-device-tainted": fault(_dra_device_tainted, ("gpu-health", "h100-1")),
     "npd-gpu-condition": fault(_npd_reports_a_gpu, ("gpu-health", "h200-1")),
     "metrics-url-unreachable": fault(_metrics_url_unreachable, ("gpu-metrics", "http://127.0.0.1:9/metrics")),

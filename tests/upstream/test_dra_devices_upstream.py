@@ -177,3 +177,15 @@ def test_the_shared_dra_names_are_the_facts() -> None:
     assert upstream.counter_set_name(3) == fact("dra-driver", "dynamic-mig-counter-set-name").replace("<minor>", "3")
     assert set(upstream.MIG_TOGGLE_ARCHITECTURES) == {fact("dra-driver", "architecture-values")[a]
                                                       for a in ("Hopper", "Blackwell")}
+
+
+def test_the_simulated_plugin_is_placed_by_the_charts_default_affinity() -> None:
+    # where the release's values leave kubeletPlugin.affinity unset, the simulator places the plugin as the
+    # chart's template does
+    assert dra_plugin.CHART_AFFINITY == fact("dra-driver", "kubelet-plugin-default-affinity")
+    terms = dra_plugin.CHART_AFFINITY["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    for term in terms:
+        [expr] = term["matchExpressions"]
+        assert dra_plugin.scheduled({}, {expr["key"]: expr["values"][0]})
+    assert not dra_plugin.scheduled({}, {"nvidia.com/gpu.present": "false"})

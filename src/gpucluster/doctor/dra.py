@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpucluster import cel
+from gpucluster import labels as L
 from gpucluster.doctor.model import Finding, Obj, View
 from gpucluster.doctor.objects import claim_names, name_of
+from gpucluster.upstream import DRA_DRIVER
 
 FIX_NO_MATCH = ("ask for a DeviceClass that matches published devices (`kubectl get resourceslices`; "
                 "`gpucluster verify` shows each class's matches under check deviceclass-matches), or relax the "
@@ -80,7 +82,7 @@ def check(pod: Obj, view: View) -> DraResult:
         if (claim.get("status") or {}).get("allocation"):
             continue  # already allocated: DRA does not block this claim
         for req in (claim.get("spec", {}).get("devices") or {}).get("requests") or []:
-            ok, finding = _request(claim_name, req, classes, devices, held)
+            ok, finding = _request(claim_name, req, classes, devices, held, view.nodes)
             if finding is not None:
                 return DraResult(finding)
             if ok is None:  # a selector outside the CEL subset: no opinion about this request
@@ -94,7 +96,7 @@ def check(pod: Obj, view: View) -> DraResult:
 
 
 def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[str, str, str, Obj]],
-             held: dict[tuple[str, str, str], str]) -> tuple[set[str] | None, Finding | None]:
+             held: dict[tuple[str, str, str], str], nodes: list[Obj]) -> tuple[set[str] | None, Finding | None]:
     """Nodes with enough free devices for one request (any alternative), or the finding that blocks it."""
     ok: set[str] = set()
     reasons: list[str] = []
@@ -149,4 +151,40 @@ def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[
                "holding them are listed below")
     else:
         fix = FIX_NO_MATCH
+        stale = stale_mig_layouts(nodes, devices)
+        if stale:
+            fix = FIX_STALE_LAYOUT
+            evidence += tuple(stale[:8])
     return ok, Finding("dra-no-free-device", f"{where}: {'; '.join(reasons)}", fix, evidence)
+
+
+FIX_STALE_LAYOUT = ("a DRA node publishes another MIG layout than its GPUs have (below): the DRA kubelet plugin "
+                    "enumerates MIG devices once, at start (dra-driver-nvidia-gpu v0.4.1 device_state.go:96); "
+                    "delete its pod on that node so a new one reads the layout, and check that the release's "
+                    "kubeletPlugin.affinity is gpucluster's (it restarts the plugin with the MIG manager's pause; "
+                    "docs/dra-migration.md)")
+
+
+def stale_mig_layouts(nodes: list[Obj], devices: list[tuple[str, str, str, Obj]]) -> list[str]:
+    """DRA nodes whose published MIG devices differ from the MIG devices GFD labels there (its
+    ``nvidia.com/mig-<profile>.count``, read after every MIG change): a plugin still on an old layout."""
+    published: dict[str, dict[str, int]] = {}
+    for drv, _pool, where, d in devices:
+        # the driver's own attributes, unqualified or qualified by its domain (both name the same attribute)
+        attrs = {k.removeprefix(f"{drv}/"): v for k, v in (d.get("attributes") or {}).items()}
+        profile = (attrs.get("profile") or {}).get("string")
+        if drv == DRA_DRIVER and profile and "uuid" in attrs:  # static MIG (a dynamic partition has no uuid)
+            counts = published.setdefault(where, {})
+            counts[profile] = counts.get(profile, 0) + 1
+    out = []
+    for node in nodes:
+        name, labels = node["metadata"]["name"], node["metadata"].get("labels") or {}
+        if labels.get(L.MIG_CONFIG_STATE) != "success" or labels.get(L.DRA) != "true":
+            continue
+        gfd = {k[len("nvidia.com/mig-"):-len(".count")]: int(v) for k, v in labels.items()
+               if k.startswith("nvidia.com/mig-") and k.endswith(".count") and v.isdigit() and int(v)}
+        have = published.get(name, {})
+        if gfd and have and gfd != have:
+            out.append(f"{name}: GFD labels MIG devices {dict(sorted(gfd.items()))}, the DRA slice publishes "
+                       f"{dict(sorted(have.items()))}")
+    return out

@@ -70,16 +70,55 @@ def plugin_tolerations(spec: ClusterSpec) -> list[dict]:
     return [seen[k] for k in sorted(seen)]
 
 
+def mig_manager_pools(spec: ClusterSpec) -> list[str]:
+    """DRA pools with a static MIG layout the GPU Operator's MIG manager applies (sorted names)."""
+    if not spec.gpu_operator.enabled:
+        return []  # no MIG manager, no pause to follow (and no operator to set the labels the terms read)
+    return sorted(p.name for p in spec.node_pools
+                  if p.uses_dra and p.sharing.mode is SharingMode.mig
+                  and not (p.sharing.mig is not None and p.sharing.mig.managed_by == "host"))
+
+
+def plugin_affinity(spec: ClusterSpec) -> dict | None:
+    """The kubelet plugin's node affinity when a DRA pool's static MIG layout can change under it.
+
+    The plugin enumerates its devices once, at start (dra-driver-nvidia-gpu v0.4.1
+    ``cmd/gpu-kubelet-plugin/device_state.go:96`` from ``driver.go:71``), so after the MIG manager applies
+    a new layout it would keep publishing the old one. The MIG manager sets the deploy labels of the GPU
+    clients from ``true`` to ``paused-for-mig-change`` while it reconfigures and back to ``true`` after
+    (mig-parted v0.14.0 ``pkg/mig/reconfigure/reconfigure.go:40,563,570``); on those pools the plugin's
+    pods require GFD's deploy label (which the operator sets ``true`` on every GPU node,
+    ``controllers/state_manager.go:91``), so the DaemonSet stops the plugin for the change and starts it
+    after, reading the new layout. Other DRA pools keep one of the chart's own default terms
+    (``nvidia.com/gpu.present``, values.yaml:318). None: no such pool, the chart's default stays.
+    """
+    paused = mig_manager_pools(spec)
+    if not paused:
+        return None
+    others = [p.name for p in spec.node_pools if p.uses_dra and p.name not in paused]
+    terms = []
+    if others:
+        terms.append({"matchExpressions": [{"key": L.POOL, "operator": "NotIn", "values": paused},
+                                           {"key": L.GPU_PRESENT, "operator": "In", "values": ["true"]}]})
+    terms.append({"matchExpressions": [{"key": L.POOL, "operator": "In", "values": paused},
+                                       {"key": L.DEPLOY_GFD, "operator": "In", "values": ["true"]}]})
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
 def values(spec: ClusterSpec) -> dict:
     """Helm values for the DRA driver chart."""
     operator_driver = spec.gpu_operator.enabled and spec.gpu_operator.driver.managed_by == "operator"
+    plugin: dict = {"nodeSelector": {L.DRA: "true"}, "tolerations": plugin_tolerations(spec)}
+    affinity = plugin_affinity(spec)
+    if affinity is not None:
+        plugin["affinity"] = affinity
     return {
         # The chart refuses to serve GPUs unless this override is set (it wants the operator's
         # device plugin off on those nodes, which our node labels do).
         "gpuResourcesEnabledOverride": True,
         "nvidiaDriverRoot": "/run/nvidia/driver" if operator_driver else "/",
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
-        "kubeletPlugin": {"nodeSelector": {L.DRA: "true"}, "tolerations": plugin_tolerations(spec)},
+        "kubeletPlugin": plugin,
         # One gate for every kubelet plugin of the release (FEATURE_GATES env, fact values-featureGates):
         # validation makes every MIG-capable DRA pool ask for dynamic-mig when one does.
         **({"featureGates": {DYNAMIC_MIG_GATE: True}} if dynamic_mig(spec) else {}),

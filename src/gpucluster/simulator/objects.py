@@ -37,7 +37,8 @@ def node_object(
     }
     if control_plane:
         labels[L.CONTROL_PLANE] = ""  # kubeadm's label; no taint, as host_states expects
-    annotations = {L.KWOK_NODE: "fake", L.SIMULATED: "true", **desired.annotations,
+    annotations = {L.KWOK_NODE: "fake", L.SIMULATED: "true",
+                   **{k: v for k, v in desired.annotations.items() if v is not None},
                    L.SIMULATOR_DERIVED: describe(desired, desired.labels)}
     return {
         "apiVersion": "v1",

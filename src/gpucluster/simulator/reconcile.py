@@ -132,6 +132,7 @@ class Simulator:
             driver_version=spec.gpu_operator.driver.version,
             # The driver's release values (FEATURE_GATES of its kubelet plugins) and the server's version.
             dra_gates=dict(dra_driver.values(spec).get("featureGates") or {}),
+            dra_plugin=dict(dra_driver.values(spec).get("kubeletPlugin") or {}),
             server_minor=minor,
         )
 

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster import cel, expected
+from gpucluster import labels as L
 from gpucluster.devices import Device
 from gpucluster.expected import HostState
 from gpucluster.quantity import parse_quantity
 from gpucluster.render.monitoring import alert_rules
 from gpucluster.spec.model import ClusterSpec
 from gpucluster.upstream import DRA_DRIVER, DRA_EXTENDED_CLASS, MIG_DEVICE_NAME, counter_set_name
-from gpucluster.verify import dra_claims
+from gpucluster.verify import dra_claims, health
 from gpucluster.verify.daemonsets import daemonset_row
 from gpucluster.verify.isolation import enforcer_checks
 from gpucluster.verify.model import Result, compare, differences, fail, ok, skip
@@ -189,7 +190,7 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState], 
         exp = f"{len(want.devices)} devices" + (f", {len(want.counter_sets)} counter sets" if want.counter_sets else "")
         act = f"{len(got)} devices" + (f", {len(counters.get(name, []))} counter sets" if want.counter_sets else "")
         if problems:
-            yield fail("dra-slices", name, exp, act, "; ".join(problems[:5]))
+            yield fail("dra-slices", name, exp, act, "; ".join(problems[:5]) + _stale_layout_hint(spec, snap, name))
         else:
             yield ok("dra-slices", name, exp, act)
     for name in sorted(set(by_node) & set(states) - set(dra_hosts)):
@@ -200,6 +201,21 @@ def dra_checks(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState], 
                        f"the DRA driver publishes {', '.join(sorted(d.get('name', '?') for d in by_node[name])[:5])} "
                        "here: its kubelet plugin runs on a node outside the DRA pools (node selector or labels?)")
     yield from _device_class_checks(spec, snap, absent)
+
+
+def _stale_layout_hint(spec: ClusterSpec, snap: Snapshot, name: str) -> str:
+    """Why a static MIG DRA node whose MIG manager reports its layout applied may publish another one."""
+    pool = spec.pools_by_host().get(name)
+    if pool is None or not pool.uses_dra or pool.sharing.mode.value != "mig":
+        return ""
+    node = next((n for n in snap.nodes if n["metadata"]["name"] == name), None)
+    if node is None or (node["metadata"].get("labels") or {}).get(L.MIG_CONFIG_STATE) != "success":
+        return ""
+    return (" (the MIG manager reports its layout applied; the DRA kubelet plugin enumerates MIG devices once, at "
+            "start (dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/device_state.go:96), so a plugin started "
+            "before the change still publishes the old layout: delete its pod on this node, and check that the "
+            "release's kubeletPlugin.affinity is gpucluster's, which restarts it with the MIG manager's pause; "
+            "docs/dra-migration.md)")
 
 
 def _attrs(dev: dict) -> dict[str, object]:
@@ -382,7 +398,14 @@ def daemonset_checks(spec: ClusterSpec, snap: Snapshot, *,
                 yield fail("daemonsets-ready", subject, f"{len(hosts)} scheduled, {len(hosts)} ready", "missing",
                            "the operator did not create it")
             continue
-        yield daemonset_row(subject, ds, len(hosts))
+        unready = 0
+        if ns == spec.gpu_operator.namespace and name == "nvidia-operator-validator":
+            # NVIDIA/gpu-operator#2550: on DRA-only nodes of a mixed cluster the pod stops at plugin-validation
+            dra_only = health.dra_only_hosts(spec) & set(hosts)
+            pods = [health.validator_pod(h, snap.operator_pods or []) for h in sorted(dra_only)]
+            unready = sum(1 for pod in pods if pod is not None and health.stopped_at_plugin_validation(pod))
+        yield daemonset_row(subject, ds, len(hosts), unready=unready,
+                            why=f"{unready} on DRA-only nodes stop at plugin-validation, NVIDIA/gpu-operator#2550")
 
 
 #: The PriorityClass fields that decide scheduling (the rest is metadata).

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -131,9 +132,18 @@ def _pod_state(pod: Obj | None, want_hash: str | None) -> tuple[bool, str]:
     return ready and have == want_hash, desc
 
 
+#: Why a DRA-only node of a mixed cluster passes through upgrade-failed on every driver upgrade.
+DRA_ONLY_VALIDATION = (
+    "on a DRA-only node of a mixed cluster the operator's validator never gets Ready (its plugin-validation "
+    "waits for nvidia.com/gpu: NVIDIA/gpu-operator#2550), so the upgrade controller marks the node upgrade-failed "
+    "after its 600 s validation timeout (k8s-operator-libs pkg/upgrade/validation_manager.go:32) and recovers it "
+    "through uncordon-required once the driver pod is in sync and Ready (common_manager.go:526)")
+
+
 def rows(nodes: list[Obj], inputs: UpgradeInputs, *, deadline: float = DEFAULT_DEADLINE,
-         now: float = 0.0) -> Iterator[Result]:
-    """One ``driver-upgrade`` row per node with a non-empty upgrade state (pure)."""
+         now: float = 0.0, dra_only: AbstractSet[str] = frozenset()) -> Iterator[Result]:
+    """One ``driver-upgrade`` row per node with a non-empty upgrade state (pure). ``dra_only``: DRA-only nodes
+    of a mixed cluster, which pass through upgrade-failed after validation (:data:`DRA_ONLY_VALIDATION`)."""
     tracked = [n for n in nodes if labels_of(n).get(STATE_LABEL)]
     since: dict[str, float | None] = {}
     for n in tracked:
@@ -164,6 +174,9 @@ def rows(nodes: list[Obj], inputs: UpgradeInputs, *, deadline: float = DEFAULT_D
                            f"{how}done without a recovered driver: fix the driver pod (kubectl -n {ns} logs "
                            f"{pod['metadata']['name'] if pod else '<driver pod>'}), then let the controller re-run "
                            f"the upgrade: kubectl label node {name} {STATE_LABEL}={REQUIRED} --overwrite")
+        elif state == FAILED and name in dra_only and in_sync and states[-2:] == ["validation-required", FAILED]:
+            yield ok("driver-upgrade", name, want, f"{FAILED}{held_text} after validation-required; {pod_text}: "
+                     f"expected, {DRA_ONLY_VALIDATION}")
         elif state == FAILED:
             yield fail("driver-upgrade", name, want, f"{FAILED}{held_text}; {pod_text}",
                        f"the driver did not come up on {name}: read kubectl -n {ns} logs "
@@ -180,8 +193,10 @@ def rows(nodes: list[Obj], inputs: UpgradeInputs, *, deadline: float = DEFAULT_D
             else:
                 yield ok("driver-upgrade", name, want, f"{REQUIRED}{held_text}: waiting its turn")
         elif held is not None and held >= deadline:
-            yield fail("driver-upgrade", name, want, f"stuck at {state}{held_text}",
-                       HINTS.get(state, "read the gpu-operator log") + f" (node {name})")
+            hint = HINTS.get(state, "read the gpu-operator log")
+            if state == "validation-required" and name in dra_only:
+                hint = DRA_ONLY_VALIDATION
+            yield fail("driver-upgrade", name, want, f"stuck at {state}{held_text}", hint + f" (node {name})")
         else:
             yield ok("driver-upgrade", name, want, f"in progress: {state}{held_text}")
 

@@ -265,7 +265,7 @@ def live_rows(spec: ClusterSpec, kubeconfig: Any, context: str | None, deadline:
     ``node``'s when given (another node's change is then not waited for)."""
     from gpucluster import kube
     from gpucluster.render.gpu_operator import DEVICE_PLUGIN_CONFIGMAP
-    from gpucluster.verify import upgrades
+    from gpucluster.verify import health, upgrades
 
     ns = spec.gpu_operator.namespace
     with kube.Kube(kubeconfig, context=context) as api:
@@ -279,7 +279,8 @@ def live_rows(spec: ClusterSpec, kubeconfig: Any, context: str | None, deadline:
         inputs = upgrades.fetch(api, ns, every)
     out = checks(nodes, configs, deadline=deadline, watch=watch, namespace=ns, configmap=DEVICE_PLUGIN_CONFIGMAP)
     if inputs is not None:
-        out += [r for r in upgrades.rows(every, inputs, deadline=upgrade_deadline, now=time.time())
+        out += [r for r in upgrades.rows(every, inputs, deadline=upgrade_deadline, now=time.time(),
+                                         dra_only=health.dra_only_hosts(spec))
                 if node is None or r.subject == node]
     return out
 

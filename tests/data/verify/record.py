@@ -15,7 +15,9 @@ Writes two recordings of ``inventories/local`` (what `gpucluster verify` fetches
   them (tests/upstream/facts: gpu-operator ``daemonsets``, the DRA driver's kubelet plugin, the RDMA
   plugin) and flannel's DaemonSet with its NetworkPolicy add-on's container (``cni.yaml``: the chart's
   name, labels, node affinity and tolerations, the container ``netpol.enabled`` adds), scheduled and
-  counted by the real DaemonSet controller on the kwok nodes; Helm's release
+  counted by the real DaemonSet controller on the kwok nodes, the validator's pods as its code leaves them
+  (stopped at plugin-validation where no device plugin advertises a GPU, NVIDIA/gpu-operator#2550,
+  :func:`validator_as_upstream`); Helm's release
   record for every release, written in Helm's own format (helm v3.18.6 pkg/storage/driver) with the
   pinned chart and the values the stacks install it with; and the DCGM exporter pods' ``/metrics``.
   The exporter pods run on kwok nodes, where the API server's proxy cannot reach them: their text is
@@ -91,11 +93,14 @@ def operator_daemonsets(spec: Any) -> list[dict[str, Any]]:
     if spec.dra.enabled and dra_driver.enabled(spec):
         # dra-driver-nvidia-gpu 0.4.1 templates/kubeletplugin.yaml:20: <chart name>-kubelet-plugin, on the
         # nodes kubeletPlugin.nodeSelector names
-        sel = dra_driver.values(spec)["kubeletPlugin"]["nodeSelector"]
+        # and kubeletPlugin.affinity (templates/kubeletplugin.yaml:372-379; the chart's default when unset)
+        plugin = dra_driver.values(spec)["kubeletPlugin"]
         app = {"app.kubernetes.io/name": "dra-driver-nvidia-gpu-kubelet-plugin"}
+        template = _pod_template(app, plugin["nodeSelector"], ["gpus"])
+        template["spec"]["affinity"] = plugin.get("affinity") or fact("dra-driver", "kubelet-plugin-default-affinity")
         out.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
             "name": "dra-driver-nvidia-gpu-kubelet-plugin", "namespace": spec.dra.namespace, "labels": app},
-            "spec": {"selector": {"matchLabels": app}, "template": _pod_template(app, sel, ["gpus"])}})
+            "spec": {"selector": {"matchLabels": app}, "template": template}})
     net = spec.networking.network_operator
     if net.enabled and any(p.rdma for p in spec.node_pools):
         # network-operator manifests/state-rdma-shared-device-plugin/0060_rdma-shared-dev-plugin-ds.yaml:17,116
@@ -145,6 +150,46 @@ def helm_records(spec: Any) -> list[dict[str, Any]]:
                                  "labels": {"owner": "helm", "name": rel.name, "status": "deployed", "version": "1"}},
                     "data": {"release": helm.encode(body)}})
     return out
+
+
+def validator_as_upstream(snap: Any) -> None:
+    """The operator's validator pods as its code leaves them: kwok runs init containers as if each passed, but
+    the plugin-validation step (gpu-operator v26.3.0 cmd/nvidia-validator/main.go:1435 validateGPUResource)
+    passes only on a node whose capacity holds a ``nvidia.com/gpu*`` or ``nvidia.com/mig-*`` resource of at
+    least 1 (main.go:1443-1449; fact validator-plugin-validation-waits-for-gpu-resource), and fails after its
+    retries; kubelet then restarts it with back-off and the pod never gets Ready (NVIDIA/gpu-operator#2550).
+    The DaemonSet's counts follow its pods."""
+    prefixes = fact("gpu-operator", "validator-plugin-validation-waits-for-gpu-resource")["resource-prefixes"]
+    steps = fact("gpu-operator", "validator-daemonset")["init-containers"]
+    capacity = {n["metadata"]["name"]: (n.get("status") or {}).get("capacity") or {} for n in snap.nodes}
+    stuck = 0
+    for pod in snap.operator_pods or []:
+        if pod["metadata"].get("labels", {}).get("app") != "nvidia-operator-validator":
+            continue
+        have = capacity.get(pod["spec"].get("nodeName"), {})
+        if any(k.startswith(tuple(prefixes)) and str(v) not in ("0", "") for k, v in have.items()):
+            continue
+        stuck += 1
+        status = pod["status"]
+        done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+        failed = {"terminated": {"exitCode": 1, "reason": "Error"}}
+        status["initContainerStatuses"] = [
+            {"name": step, "ready": step != steps[-1], "restartCount": 0 if step != steps[-1] else 5,
+             "state": done if step != steps[-1] else {"waiting": {"reason": "CrashLoopBackOff"}},
+             **({"lastState": failed} if step == steps[-1] else {}), "image": f"{step}:stand-in"}
+            for step in steps]
+        status["containerStatuses"] = [{**c, "ready": False, "started": False,
+                                        "state": {"waiting": {"reason": "PodInitializing"}}}
+                                       for c in status.get("containerStatuses") or []]
+        status["conditions"] = [{**c, "status": "False"} if c.get("type") in ("Ready", "ContainersReady", "Initialized")
+                                else c for c in status.get("conditions") or []]
+        status["phase"] = "Pending"
+    for ds in snap.daemonsets:
+        if ds["metadata"]["name"] == "nvidia-operator-validator" and stuck:
+            st = ds["status"]
+            st["numberReady"] -= stuck
+            st["numberAvailable"] = st.get("numberAvailable", 0) - stuck
+            st["numberUnavailable"] = st.get("numberUnavailable", 0) + stuck
 
 
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
@@ -239,6 +284,7 @@ def record(out_dir: Path) -> None:
                          for p in snap.operator_pods or []
                          if p["metadata"]["labels"].get("app") == "nvidia-dcgm-exporter"
                          and p["spec"].get("nodeName") in served]
+            validator_as_upstream(snap)
             (out_dir / "real-cluster.json").write_text(json.dumps(to_data(snap), indent=1, sort_keys=True) + "\n")
         finally:
             run_down(LOCAL, world_dir=world_dir, state_dir=state, quiet=True)

@@ -35,6 +35,7 @@ def deployed(spec: ClusterSpec, **changes: Any) -> agents.ClusterView:
         cluster=spec.metadata.name,
         driver_version=spec.gpu_operator.driver.version,
         dra_gates=dict(dra_driver.values(spec).get("featureGates") or {}),
+        dra_plugin=dict(dra_driver.values(spec).get("kubeletPlugin") or {}),
     )
     return dataclasses.replace(view, **changes)
 
@@ -59,8 +60,9 @@ def publish(
         [desired] = agents.fleet(view, [node], oracle)
         if history is not None:
             history.append(desired)
-        node = agents.NodeView(node.silicon, {**node.labels, **desired.labels},
-                               {**node.annotations, **desired.annotations}, node.taints, desired.capacity)
+        annotations = {k: v for k, v in {**node.annotations, **desired.annotations}.items() if v is not None}
+        node = agents.NodeView(node.silicon, {**node.labels, **desired.labels}, annotations, node.taints,
+                               desired.capacity)
     return desired
 
 

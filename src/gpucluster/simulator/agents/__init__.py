@@ -40,7 +40,8 @@ class Desired:
     """What the agents publish for one node."""
 
     labels: dict[str, str] = field(default_factory=dict)  # agent- and operator-owned labels
-    annotations: dict[str, str] = field(default_factory=dict)  # the silicon's state (applied MIG)
+    #: The silicon's state (applied MIG) and what a running DRA plugin read at start; None removes one.
+    annotations: dict[str, str | None] = field(default_factory=dict)
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     devices: list[dict[str, Any]] | None = None  # None: the DRA driver does not serve this node
@@ -55,8 +56,9 @@ class ClusterView:
 
     ``host_mig`` is the mig-parted config Ansible installed on hosts whose MIG layout the host layer
     applies (``managedBy: host``); ``dra`` whether the DRA driver is installed, ``dra_gates`` its feature
-    gates (the chart's ``featureGates`` value) and ``server_minor`` the API server's Kubernetes minor, which
-    the driver reads to decide how to lay out partitionable devices.
+    gates (the chart's ``featureGates`` value), ``dra_plugin`` its ``kubeletPlugin`` value (placement) and
+    ``server_minor`` the API server's Kubernetes minor, which the driver reads to decide how to lay out
+    partitionable devices.
     """
 
     operator: Operator
@@ -69,6 +71,8 @@ class ClusterView:
     driver_version: str = "580.95.05"
     dra_gates: Mapping[str, bool] = field(default_factory=dict)
     server_minor: int = 37
+    #: The driver release's ``kubeletPlugin`` value (where its DaemonSet places the plugin).
+    dra_plugin: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -169,15 +173,27 @@ def plan(view: ClusterView, node: NodeView) -> Plan:
         healthy = [i for i in range(si.count) if i not in unhealthy]
         if p.plugin and healthy and len(healthy) < si.count:
             p.allocatable = device_plugin.request(si.model.key, state.applied, healthy, **ask)
-    if view.dra and labels.get(L.DRA) == "true" and labels.get(L.GPU_PRESENT) == "true":
+    if view.dra and dra_plugin.scheduled(view.dra_plugin, labels):
+        # The plugin publishes what it enumerated when its pod started (a new pod: a new template, or
+        # the first sync it runs after not running), not the layout the GPUs have now.
+        template = dra_plugin.template_key(view.dra_plugin, view.dra_gates, view.driver_version)
+        started = dra_plugin.Started.from_json(node.annotations.get(L.SIMULATED_DRA_PLUGIN))
+        if started is None or started.template != template:
+            started = dra_plugin.Started(state.applied, template)
+        elif started.layout != state.applied:
+            out.notes.append("DRA kubelet plugin publishes the MIG layout it read at start; the GPUs have "
+                             "another (it reads devices once: restart its pod)")
+        out.annotations[L.SIMULATED_DRA_PLUGIN] = started.to_json()
         out.slices = dra_plugin.slices(
-            view.cluster, si.node, model, state.applied, driver_version=view.driver_version,
+            view.cluster, si.node, model, started.layout, driver_version=view.driver_version,
             cuda_driver_version=nvml.cuda_driver_version(view.driver_version),
             missing=_names(node.annotations.get(L.FAULT_MISSING_DEVICES)),
             dynamic_mig=bool(view.dra_gates.get(dra_plugin.DYNAMIC_MIG)), server_minor=view.server_minor,
             notes=out.notes,
         )
         out.devices = [d for sl in out.slices for d in sl.get("devices") or []]
+    else:
+        out.annotations[L.SIMULATED_DRA_PLUGIN] = None  # not running: the kubelet wipes its slices
     return p
 
 

@@ -18,6 +18,22 @@ records them (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1):
 Unhealthy GPUs stay published: the driver taints devices only with its NVMLDeviceHealthCheck gate,
 which is off by default (device_health.go:36).
 
+When it runs and what it reads (:func:`scheduled`, :class:`Started`):
+
+- the plugin's pods run where the chart's DaemonSet places them: ``kubeletPlugin.nodeSelector`` (chart
+  default ``{}``, values.yaml:261) and ``kubeletPlugin.affinity`` (chart default: NFD's NVIDIA PCI labels or
+  ``nvidia.com/gpu.present``, values.yaml:288-321; templates/kubeletplugin.yaml:372-379), read from the
+  release's values as the DaemonSet controller would apply them;
+- it enumerates the node's GPUs and MIG devices once, when it starts (``NewDriver`` -> ``NewDeviceState``
+  -> ``enumerateAllPossibleDevices``, driver.go:71, device_state.go:96) and publishes from that state
+  (driver.go:475, and 206/262 for partitionable devices; the health path republishes the same state,
+  driver.go:523-563): a static MIG layout applied later is not seen until the pod restarts. A restart is
+  a pod that stops running on the node (the DaemonSet's placement stops matching it) or a new pod template
+  (the release's values, gates or driver change; RollingUpdate with maxUnavailable 100%, values.yaml:255-258);
+- a plugin that stops running leaves its ResourceSlices to the kubelet, which deletes them once the
+  driver has had no registered plugin for 30 s (kubernetes v1.37.2 ``pkg/kubelet/cm/dra/manager.go:75``
+  defaultWipingDelay, ``plugin/dra_plugin_manager.go:533``); the simulator deletes them on its next sync.
+
 With the driver's ``DynamicMIG`` gate (:func:`slices`), a MIG-capable GPU is published as partitionable
 devices (KEP 4815; partitions.go, nvlib.go:196-290, driver.go:188-290, facts ``dynamic-mig-*``):
 
@@ -37,8 +53,11 @@ devices (KEP 4815; partitions.go, nvlib.go:196-290, driver.go:188-290, facts ``d
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.simulator import placement
@@ -51,6 +70,83 @@ DRIVER = "gpu.nvidia.com"
 BRAND = "Nvidia"
 #: go-nvlib's architecture strings by NVML architecture (device.go:90).
 ARCHITECTURES = {"ampere": "Ampere", "ada-lovelace": "Ada Lovelace", "hopper": "Hopper", "blackwell": "Blackwell"}
+
+
+#: The chart's default placement of the kubelet plugin (dra-driver-nvidia-gpu 0.4.1 values.yaml:288-321):
+#: any of NFD's NVIDIA PCI or CPU-vendor labels, or the GPU Operator's ``nvidia.com/gpu.present``.
+CHART_AFFINITY: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
+                          for key, value in (("feature.node.kubernetes.io/pci-10de.present", "true"),
+                                             ("feature.node.kubernetes.io/pci-0302_10de.present", "true"),
+                                             ("feature.node.kubernetes.io/pci-0300_10de.present", "true"),
+                                             ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
+                                             ("nvidia.com/gpu.present", "true"))]}}}
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """One node selector requirement as the scheduler reads it (k8s.io/component-helpers nodeaffinity)."""
+    key, op, values = expr.get("key", ""), expr.get("operator", ""), [str(v) for v in expr.get("values") or []]
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values  # an absent label is not in the set
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and len(values) == 1:
+        try:
+            have, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def scheduled(plugin_values: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether the kubelet plugin's DaemonSet runs a pod on a node with ``labels``.
+
+    ``plugin_values`` is the release's ``kubeletPlugin`` value; keys left out take the chart's defaults
+    (an ``affinity`` given replaces the default terms: Helm replaces lists). The node selector must match
+    and, for the required node affinity, any one term with all of its expressions (no terms: no node).
+    """
+    selector = plugin_values.get("nodeSelector") or {}
+    if any(labels.get(k) != str(v) for k, v in selector.items()):
+        return False
+    affinity = plugin_values.get("affinity", CHART_AFFINITY) or {}
+    required = ((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required is None:
+        return True
+    return any(all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
+               for term in required.get("nodeSelectorTerms") or [])
+
+
+def template_key(plugin_values: Mapping[str, Any], gates: Mapping[str, bool], driver_version: str) -> str:
+    """What the plugin's pod template is made from: a change rolls every pod (a restart)."""
+    text = json.dumps({"kubeletPlugin": plugin_values, "featureGates": gates, "driver": driver_version},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a running kubelet plugin read when it started: the MIG layout and its pod template."""
+
+    layout: tuple[tuple[str, ...], ...]
+    template: str
+
+    def to_json(self) -> str:
+        return json.dumps({"layout": [list(g) for g in self.layout], "template": self.template})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Started | None:
+        if not text:
+            return None
+        try:
+            doc = json.loads(text)
+            return cls(tuple(tuple(str(p) for p in g) for g in doc["layout"]), str(doc["template"]))
+        except (ValueError, KeyError, TypeError):
+            return None  # not ours or damaged: the plugin counts as starting now
 
 
 def semver(version: str) -> str:
