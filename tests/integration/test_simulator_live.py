@@ -179,7 +179,7 @@ def test_replicas_change_in_the_configmap_changes_allocatable(
 
 def test_a_node_label_pointing_at_a_missing_key_stops_the_agents(lw: Cluster, sim: Simulator) -> None:
     # The config manager errors out (no fallback): the plugin's pod is gone, the kubelet keeps the
-    # resource in capacity with nothing allocatable (k8s-device-plugin cmd/config-manager/main.go:352).
+    # resource in capacity with nothing allocatable (k8s-device-plugin cmd/config-manager/main.go:354).
     lw.kubectl("label", "node", "l4-2", "--overwrite", f"{L.DEVICE_PLUGIN_CONFIG}=no-such-key")
     try:
         sim.sync()

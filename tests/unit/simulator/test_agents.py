@@ -87,7 +87,7 @@ def test_changing_replicas_in_the_configmap_changes_allocatable(local, oracle) -
 
 
 def test_a_label_naming_a_missing_key_stops_both_agents(local, oracle) -> None:
-    # k8s-device-plugin cmd/config-manager/main.go:352: an error, not a fallback to the default.
+    # k8s-device-plugin cmd/config-manager/main.go:354: an error, not a fallback to the default.
     got = publish(local, "l4-1", deployed(local), oracle, labels={L.DEVICE_PLUGIN_CONFIG: "nope"})
     assert extended(got.capacity) == {} and L.GPU_PRODUCT not in got.labels
     assert any("specified config nope does not exist" in n for n in got.notes)

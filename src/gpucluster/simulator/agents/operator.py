@@ -16,7 +16,7 @@ Behaviour follows gpu-operator v26.3.0 (tests/upstream/facts/gpu-operator.yaml):
   overrides ``flags.migStrategy`` in their config files (``object_controls.go:2673``);
 - the config manager picks the node's config by ``nvidia.com/device-plugin.config``, else
   ``devicePlugin.config.default``; a label naming a missing key is an error, not a fallback
-  (k8s-device-plugin ``cmd/config-manager/main.go:352``).
+  (k8s-device-plugin v0.19.0 ``cmd/config-manager/main.go:354``).
 """
 
 from __future__ import annotations
