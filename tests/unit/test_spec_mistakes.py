@@ -336,3 +336,13 @@ def test_a_max_unavailable_of_zero_is_refused(write_spec, value):
     p = find(probs, "gpuOperator.driver.upgradePolicy.maxUnavailable")
     assert "no node" in p.message, p
     load_spec(write_spec(SPEC_TEXT + "gpuOperator: {driver: {upgradePolicy: {maxUnavailable: 1}}}\n"))
+
+
+def test_a_mig_layout_left_to_a_disabled_operator_is_refused(write_spec):
+    pool = ("nodePools: [{name: m, hosts: [g1], gpu: {model: A100-80GB, count: 1}, "
+            "sharing: {mode: mig, mig: {layout: all-1g.10gb, managedBy: %s}}}]\ngpuOperator: {enabled: false}\n")
+    hosts = "hosts: [{name: cp, address: 10.0.0.1, roles: [control-plane]}, {name: g1, address: 10.0.0.2}]\n"
+    probs = _text_problems(write_spec, hosts + pool % "operator")
+    p = find(probs, "nodePools[0].sharing.mig.managedBy")
+    assert "nothing would apply it" in p.message and "managedBy: host" in p.hint
+    load_spec(write_spec("metadata: {name: t}\n" + hosts + pool % "host"))  # the host's mig-parted applies it

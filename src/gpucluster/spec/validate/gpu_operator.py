@@ -39,6 +39,13 @@ def check(spec: ClusterSpec, c: Collector) -> None:
         c.warn("gpuOperator.cdi", "with CDI off the NVIDIA runtime is the default runtime: a tenant pod on a GPU "
                "node gets every GPU its image's NVIDIA_VISIBLE_DEVICES names, outside its quota",
                "keep gpuOperator.cdi: true (GPUs then reach containers only through the device plugin or DRA)")
+    if not gop.enabled:
+        for i, pool in enumerate(spec.node_pools):
+            if pool.sharing.mode is SharingMode.mig and pool.sharing.mig and pool.sharing.mig.managed_by == "operator":
+                c.error(f"nodePools[{i}].sharing.mig.managedBy", f"pool {pool.name!r} leaves its MIG layout to the "
+                        "GPU Operator's MIG manager, and the GPU Operator is off: nothing would apply it",
+                        "set sharing.mig.managedBy: host (the host layer's mig-parted applies it), or turn "
+                        "gpuOperator.enabled on")
     if spec.dra.enabled and any(p.dra for p in spec.node_pools) and not gop.enabled and not host_driver:
         c.warn("gpuOperator.enabled", "DRA pools without the GPU Operator need a host-managed driver",
                "set gpuOperator.driver.managedBy: host")
