@@ -62,7 +62,10 @@ def reserve(path: Path, suffix: str = "") -> Path:
     return tmp
 
 
-def publish_new(tmp: Path, path: Path) -> None:
+def publish_new(tmp: Path, path: Path, exists: Exception) -> None:
     """Give the finished file ``tmp`` the name ``path`` only if no file has it (``link(2)`` fails where one
-    appeared since it was checked; a rename would replace it). FileExistsError then; ``tmp`` stays."""
-    os.link(tmp, path)
+    appeared since it was checked; a rename would replace it). Raises ``exists`` then; ``tmp`` stays."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise exists from None

@@ -77,10 +77,7 @@ def save(spec: ClusterSpec, out: Path, run_playbook: Runner) -> dict[str, Any]:
             )
         os.chmod(fetched, 0o600)
         status = etcdsnap.snapshot_status(fetched)
-        try:
-            atomic.publish_new(fetched, out)
-        except FileExistsError:
-            raise exists from None
+        atomic.publish_new(fetched, out, exists)
     finally:
         fetched.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # only when empty: the folder is ours, what else is in it is not

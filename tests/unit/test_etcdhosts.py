@@ -66,6 +66,30 @@ def test_a_relative_out_gives_the_playbook_an_absolute_folder(tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_save_removes_only_the_copy_it_fetched_into_its_own_folder(tmp_path):
+    # look-alikes of what save removes: a snapshot.db beside the asked file, another run's private folder
+    # with its copy, and a file someone else put into save's own folder while the playbook ran
+    beside = tmp_path / "snapshot.db"
+    beside.write_text("mine")
+    other_run = tmp_path / ".etcd.db.other"
+    other_run.mkdir()
+    (other_run / "snapshot.db").write_text("theirs")
+    folders = []
+
+    def act(extra):
+        dest = Path(extra["etcd_snapshot_dest"])
+        folders.append(dest)
+        (dest / "snapshot.db").write_bytes(b"not a snapshot")
+        (dest / "notes.txt").write_text("not save's")
+
+    with pytest.raises(LocalWorldError, match="not a usable snapshot"):
+        etcdhosts.save(_spec(), tmp_path / "etcd.db", Runner(act))
+    [ours] = folders
+    assert beside.read_text() == "mine" and (other_run / "snapshot.db").read_text() == "theirs"
+    assert sorted(p.name for p in ours.iterdir()) == ["notes.txt"]  # its copy gone; the folder kept, not empty
+    assert not (tmp_path / "etcd.db").exists()
+
+
 def test_a_run_that_fetched_nothing_fails_and_leaves_nothing(tmp_path):
     with pytest.raises(GpuclusterError, match="without copying a snapshot"):
         etcdhosts.save(_spec(), tmp_path / "etcd.db", Runner())

@@ -73,10 +73,7 @@ def save(world: World, out: Path) -> dict[str, Any]:
               f"--key={pki.key('apiserver-etcd-client')}", "snapshot", "save", str(tmp)], "etcd snapshot save")
         os.chmod(tmp, 0o600)
         status = snapshot_status(tmp)
-        try:
-            atomic.publish_new(tmp, out)
-        except FileExistsError:
-            raise exists from None
+        atomic.publish_new(tmp, out, exists)
     finally:
         tmp.unlink(missing_ok=True)
         part.unlink(missing_ok=True)

@@ -54,10 +54,7 @@ def write(path: Path, doc: dict[str, Any]) -> None:
     tmp = atomic.reserve(path)  # ours alone: the only file this function removes
     try:
         tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        try:
-            atomic.publish_new(tmp, path)
-        except FileExistsError:
-            raise exists from None
+        atomic.publish_new(tmp, path, exists)
     finally:
         tmp.unlink(missing_ok=True)
 
