@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import signal
 import socket
 import ssl
@@ -119,8 +120,61 @@ def _started_at(ticks: int) -> float:
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_FLOOR = 10000  # below: ports that well-known and registered services are configured on
+
+
+def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux's default when unreadable).
+
+    Linux ``Documentation/networking/ip-sysctl.rst``, ``ip_local_port_range``: "Defines the local port
+    range that is used by TCP and UDP to choose the local port"; default 32768 60999.
+    """
+    try:
+        low, high = (int(x) for x in path.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def _bind_error(port: int) -> OSError | None:
+    """What binding ``port`` on 127.0.0.1 as a server would fail with now, or None.
+
+    Bound as the servers themselves bind (Go sets SO_REUSEADDR): connections of a stopped server that
+    linger in TIME_WAIT do not make its port busy.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError as err:
+            return err
+        return None
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` of 127.0.0.1 now."""
+    return _bind_error(port) is None
+
+
+def free_port(ephemeral: tuple[int, int] | None = None) -> int:
+    """A TCP port on 127.0.0.1 that nothing uses right now, outside the kernel's ephemeral range.
+
+    A server restarted on its recorded port (a world's API server after a crash) must find it free. A port
+    from the ephemeral range (what binding port 0 gives) is free for anyone's next outgoing connection to
+    take as its local port while the server is down, and an established connection keeps it from being
+    listened on again (CI saw exactly that: "port 56305 for kube-apiserver is in use"). So ports come from
+    below that range (or above it, where the range leaves too little below), picked at random and checked
+    free; binding port 0 is the last resort when the range covers nearly every port.
+    """
+    low, high = ephemeral if ephemeral is not None else ephemeral_range()
+    windows = [(a, b) for a, b in ((LISTEN_FLOOR, low - 1), (high + 1, 65535)) if b - a >= 1000]
+    rng = random.SystemRandom()
+    for _ in range(100 if windows else 0):
+        a, b = rng.choice(windows)
+        port = rng.randint(a, b)
+        if port_free(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
@@ -143,17 +197,12 @@ def free_ports(names: Iterable[str], pinned: Mapping[str, int] | None = None) ->
 
 def require_free(port: int, what: str) -> None:
     """Raise a clear error when ``port`` (pinned by the user) is already taken on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # As the servers themselves bind (Go sets SO_REUSEADDR): connections of a stopped server that
-        # linger in TIME_WAIT do not make its port busy.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError as err:
-            reason = "is in use" if err.errno == errno.EADDRINUSE else f"cannot be bound ({err.strerror})"
-            raise LocalWorldError(
-                f"port {port} for {what} {reason} on {HOST}; pick another port or leave it unset to get a free one"
-            ) from None
+    err = _bind_error(port)
+    if err is not None:
+        reason = "is in use" if err.errno == errno.EADDRINUSE else f"cannot be bound ({err.strerror})"
+        raise LocalWorldError(
+            f"port {port} for {what} {reason} on {HOST}; pick another port or leave it unset to get a free one"
+        )
 
 
 def spawn(name: str, binary: Path, args: list[str], log: Path, health_url: str = "", port: int = 0,

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from cluster_helpers import Cluster, wait_for
 
-from gpucluster import ownership
+from gpucluster import ownership, procs
 from gpucluster.errors import LocalWorldError
 from gpucluster.local import world as world_mod
 from gpucluster.local.stages import MANAGE_ANNOTATION, NOT_READY_ANNOTATION
@@ -245,8 +245,20 @@ def test_a_slow_health_probe_never_wipes_the_world(lw: Cluster, monkeypatch: pyt
 def test_up_after_apiserver_sigkill_restarts_it_and_keeps_the_data(lw: Cluster) -> None:
     old = lw.world.state()
     assert old is not None
-    os.kill(old.components["kube-apiserver"].pid, signal.SIGKILL)
+    low, high = procs.ephemeral_range()  # no outgoing connection can take a world's port while it is down
+    assert all(not low <= port <= high for port in old.ports.values()), old.ports
+    apiserver = old.components["kube-apiserver"]
+    os.kill(apiserver.pid, signal.SIGKILL)
     wait_for("apiserver gone", lambda: not lw.world.healthy(), timeout=15)
+    assert procs.wait_exited(apiserver.pid, timeout=30)
+    with socket.socket() as squatter:  # another program took the port meanwhile: named, nothing stopped
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", apiserver.port))
+        squatter.listen()
+        with pytest.raises(LocalWorldError, match=f"kube-apiserver died and cannot be restarted: its port "
+                                                  f"{apiserver.port} on 127.0.0.1 is now taken by another socket"):
+            lw.world.up()
+    assert all(comp.ours() for name, comp in old.components.items() if name != "kube-apiserver")
     result = lw.world.up()
     assert not result.already_running and not result.fresh
     assert result.restarted == ["kube-apiserver"]

@@ -9,6 +9,7 @@ thread with pthread_exit, so it stays a zombie holding the port until the test c
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -90,6 +91,50 @@ def test_wait_exited_does_not_wait_for_a_live_process_that_is_not_a_zombie() -> 
         assert procs.wait_exited(proc.pid, timeout=0)
         assert proc.poll() is None
         proc.stdin.close()  # type: ignore[union-attr]
+
+
+# -- ports a server can get back after it died ---------------------------------------------------------
+
+
+def test_an_outgoing_connection_that_took_a_dead_servers_port_keeps_it_from_being_listened_on() -> None:
+    """The kernel lets a connection take any free port of the ephemeral range as its local port, and a
+    server's SO_REUSEADDR bind does not get past an established one: why world ports avoid that range."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.socket() as client:
+            client.connect(server.getsockname())  # the kernel picks the client's local port
+            taken = client.getsockname()[1]
+            low, high = procs.ephemeral_range()
+            assert low <= taken <= high
+            assert not procs.port_free(taken)
+            with pytest.raises(LocalWorldError, match=f"port {taken} for kube-apiserver is in use"):
+                procs.require_free(taken, "kube-apiserver")
+
+
+def test_free_ports_lie_outside_the_ephemeral_range_and_can_be_listened_on() -> None:
+    low, high = procs.ephemeral_range()
+    ports = [procs.free_port() for _ in range(50)]
+    assert all(procs.LISTEN_FLOOR <= p < low or high < p <= 65535 for p in ports), ports
+    assert len(set(ports)) > 40  # picked at random, not the same few
+    for port in ports[:5]:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+
+
+def test_a_range_covering_nearly_every_port_falls_back_to_a_kernel_pick() -> None:
+    port = procs.free_port(ephemeral=(1024, 65535))
+    assert procs.port_free(port)
+    assert procs.free_port(ephemeral=(1024, 64000)) > 64000  # the room above the range is used instead
+
+
+def test_the_ephemeral_range_is_read_from_the_kernel_file(tmp_path: Path) -> None:
+    (tmp_path / "range").write_text("20000\t30000\n")
+    assert procs.ephemeral_range(tmp_path / "range") == (20000, 30000)
+    (tmp_path / "bad").write_text("many\n")
+    assert procs.ephemeral_range(tmp_path / "bad") == (32768, 60999)
+    assert procs.ephemeral_range(tmp_path / "missing") == (32768, 60999)
 
 
 # -- which process is ours: pid, start time and executable, never a substring of the state dir ----------

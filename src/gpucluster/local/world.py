@@ -259,6 +259,13 @@ class World:
                     f"{name} (pid {comp.pid}) died but has not finished exiting after {self.timeout:.0f} s; "
                     f"its port {port} is still held. Run `gpucluster up` again once pid {comp.pid} is gone."
                 )
+            if port and not procs.port_free(port):
+                raise LocalWorldError(
+                    f"{name} died and cannot be restarted: its port {port} on {procs.HOST} is now taken by another "
+                    "socket, and the world's kubeconfigs and components name that port. Its data is kept. Free the "
+                    "port, or stop the world (`gpucluster local down`) and start a fresh one "
+                    "(`gpucluster local up --reset`; its etcd data is deleted)."
+                )
             launch = components.BUILDERS[name](layout, binaries[name])
             if comp is not None:  # as it ran: its recorded arguments, the files it already has
                 launch = replace(launch, args=tuple(comp.args), files=())
