@@ -20,6 +20,7 @@ import pytest
 
 from gpucluster import procs
 from gpucluster.errors import LocalWorldError
+from gpucluster.poll import poll
 
 HOLDER = textwrap.dedent(
     """
@@ -155,6 +156,9 @@ def started():
 def _spawn(started, binary: Path, world: Path, *args: str) -> procs.Component:
     comp = procs.spawn("etcd", binary, ["-c", SLEEPER, *args], world / "logs" / "etcd.log")
     started.append(comp)
+    # Until the child has exec'd, /proc shows the forked copy of this test's own command line (a busy
+    # machine made the leftover test below miss the process that way).
+    assert poll(lambda: SLEEPER in procs.cmdline(comp.pid), timeout=30, every=0.01), procs.cmdline(comp.pid)
     return comp
 
 
