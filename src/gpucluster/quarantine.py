@@ -7,6 +7,10 @@ that node (the pool is named after the node, fact pool-name) with the key
 the pods whose allocated claims hold it, unless the claim tolerates the taint. The node's other GPUs stay
 in use. Lifting the quarantine deletes the rule, and the device is allocatable again.
 
+The DRA driver's own health monitor taints devices too, in its ResourceSlices, under its domain
+(``gpu.nvidia.com/xid``; :class:`DriverTaint`). The two never touch each other's taints: lifting a
+quarantine leaves the driver's taint of the same device in force, and ``--list`` shows both.
+
 The rule's API version is the one the spec's Kubernetes version serves
 (:data:`gpucluster.spec.features.DEVICE_TAINT_RULE_API`: ``resource.k8s.io/v1`` on 1.37). The rule is
 labelled and annotated so that ``verify`` lists the quarantined devices with their reason.
@@ -39,6 +43,52 @@ class Quarantine:
     since: str
     rule: str
     value: str = ""
+
+
+@dataclass(frozen=True)
+class DriverTaint:
+    """A taint the DRA driver's health monitor put on one of its devices, as its ResourceSlice shows it.
+
+    The driver keeps it in its kubelet plugin's memory (dra-driver-nvidia-gpu v0.4.1
+    ``cmd/gpu-kubelet-plugin/allocatable.go:328``): nothing gpucluster does lifts it, and a new plugin pod
+    on the node (after the GPU was repaired, or a reboot) publishes the device untainted.
+    """
+
+    node: str
+    device: str
+    key: str
+    value: str
+    effect: str
+    since: str
+
+    @property
+    def what(self) -> str:
+        """``key=value`` (or the key alone)."""
+        return f"{self.key}={self.value}" if self.value else self.key
+
+    @property
+    def text(self) -> str:
+        return f"{self.what}:{self.effect}"
+
+
+def driver_taints(slices: list[dict[str, Any]] | None) -> list[DriverTaint]:
+    """Every taint under the driver's own domain (``gpu.nvidia.com/``) in its ResourceSlices, by node and device.
+
+    Ours are DeviceTaintRules with another key (:data:`gpucluster.labels.QUARANTINE`): the two never touch
+    each other's taints, so lifting a quarantine leaves the driver's taint of the same device in force.
+    """
+    out = []
+    for s in slices or []:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != DRA_DRIVER:
+            continue
+        node = str((spec.get("pool") or {}).get("name") or spec.get("nodeName") or "")
+        for dev in spec.get("devices") or []:
+            for t in dev.get("taints") or []:
+                if str(t.get("key", "")).startswith(f"{DRA_DRIVER}/"):
+                    out.append(DriverTaint(node, str(dev.get("name", "")), str(t["key"]), str(t.get("value") or ""),
+                                           str(t.get("effect") or ""), str(t.get("timeAdded") or "")))
+    return sorted(out, key=lambda t: (t.node, t.device, t.key))
 
 
 def api_version(minor: int) -> str:

@@ -278,6 +278,83 @@ def test_a_static_mig_layout_change_on_a_dra_pool(lw: Cluster, spec: ClusterSpec
     assert _published_profiles(lw, "a100-2") == before
 
 
+def _xid_claim(name: str, uuid: str) -> dict:
+    only = {"cel": {"expression": f"device.attributes['{DRA_DRIVER}'].uuid == '{uuid}'"}}
+    request = {"name": "gpu", "exactly": {"deviceClassName": XID_CLASS, "count": 1, "selectors": [only]}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": XID_NS}, "spec": {"devices": {"requests": [request]}}}
+
+
+def _xid_pod(name: str, claim: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": XID_NS}, "spec": {
+        "containers": [{"name": "main", "image": "registry.invalid/none:0",
+                        "resources": {"claims": [{"name": "gpu"}]}}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}], "tolerations": [{"operator": "Exists"}]}}
+
+
+XID_NS, XID_CLASS = "xid-test", "xid-any-gpu"
+
+
+def test_a_fatal_xid_isolates_the_gpu_without_a_person(lw: Cluster, sim: Simulator, cli) -> None:
+    """One XID injected (the DCGM knobs, as one NVML event reaches both agents): the DRA driver's health
+    monitor taints the device in its slice; the next claim for it is refused while a running pod stays
+    (NoSchedule), an application XID's taint (None) blocks nothing, `quarantine --list` shows the driver's
+    taint beside ours, lifting ours leaves it, and only a new plugin pod clears it."""
+    base = ["--kubeconfig", str(lw.kubeconfig), "-i", str(LOCAL)]
+    node = "h100-1"
+    uuids = {d["name"]: d["attributes"]["uuid"]["string"]
+             for d in lw.get("resourceslice", slice_name(node))["spec"]["devices"]}
+    lw.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": XID_NS}},
+             {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": XID_CLASS},
+              "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRA_DRIVER}'"}}]}})
+    lw.apply(_xid_claim("hold-0", uuids["gpu-0"]), _xid_pod("hold-0", "hold-0"))
+    wait_for("hold-0 bound", lambda: lw.get("pod", "-n", XID_NS, "hold-0")["spec"].get("nodeName"))
+    try:
+        lw.kubectl("annotate", "--overwrite", "node", node,
+                   f"{L.SIMULATE_DCGM}={json.dumps({'0': {'xid': 79}, '1': {'xid': 13}})}")
+        sim.sync()
+        devices = {d["name"]: d for d in lw.get("resourceslice", slice_name(node))["spec"]["devices"]}
+        taint = {k: devices["gpu-0"]["taints"][0][k] for k in ("key", "value", "effect")}
+        assert taint == {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+        assert devices["gpu-0"]["taints"][0]["timeAdded"]  # the API server took the taint
+        assert [(t["value"], t["effect"]) for t in devices["gpu-1"]["taints"]] == [("13", "None")]
+        assert not any(devices[f"gpu-{i}"].get("taints") for i in range(2, 8))
+        assert sim.sync().writes == 0  # the stamped time is no difference to publish again
+
+        lw.apply(_xid_claim("want-0", uuids["gpu-0"]), _xid_pod("want-0", "want-0"),
+                 _xid_claim("want-1", uuids["gpu-1"]), _xid_pod("want-1", "want-1"))
+        wait_for("want-1 bound (an application XID blocks nothing)",
+                 lambda: lw.get("pod", "-n", XID_NS, "want-1")["spec"].get("nodeName"))
+        wait_for("want-0 refused by the scheduler", lambda: [
+            e for e in lw.get("events", "-n", XID_NS, "--field-selector", "involvedObject.name=want-0")["items"]
+            if e.get("reason") == "FailedScheduling"])
+        assert not lw.get("pod", "-n", XID_NS, "want-0")["spec"].get("nodeName")
+        held = lw.get("pod", "-n", XID_NS, "hold-0")
+        assert held["spec"]["nodeName"] == node and "deletionTimestamp" not in held["metadata"]  # NoSchedule
+
+        listed = cli("quarantine", "--list", *base)
+        assert listed.exit_code == 0, listed.output
+        assert f"{node}/gpu-0  NoSchedule  since " in listed.output and "gpu.nvidia.com/xid=79  (the DRA driver's " \
+            "health monitor; a new kubelet plugin pod lifts it)" in listed.output
+        ours = cli("quarantine", node, "gpu-0", "--reason", "XID 79", "--effect", "NoSchedule", *base)
+        assert ours.exit_code == 0, ours.output
+        assert "(gpucluster quarantine)" in cli("quarantine", "--list", *base).output
+        lifted = cli("quarantine", node, "gpu-0", "--lift", *base)
+        assert lifted.exit_code == 0, lifted.output
+        assert "still tainted by the DRA driver's health monitor: gpu.nvidia.com/xid=79:NoSchedule" in lifted.output
+        assert lw.get("resourceslice", slice_name(node))["spec"]["devices"][0]["taints"]
+
+        lw.kubectl("annotate", "node", node, f"{L.SIMULATE_DCGM}-")
+        sim.sync()  # the knobs cleared: no event, the plugin keeps its taints
+        assert lw.get("resourceslice", slice_name(node))["spec"]["devices"][0]["taints"]
+    finally:
+        lw.kubectl("annotate", "node", node, f"{L.SIMULATE_DCGM}-", f"{L.SIMULATED_DRA_PLUGIN}-")  # a new plugin pod
+        sim.sync()
+        lw.run("delete", "namespace", XID_NS, "--wait=false")
+        lw.run("delete", "deviceclass", XID_CLASS)
+    assert not any(d.get("taints") for d in lw.get("resourceslice", slice_name(node))["spec"]["devices"])
+
+
 def test_unhealthy_gpu(lw: Cluster, sim: Simulator) -> None:
     sim.inject("h200-1", "unhealthy-gpus", "3")
     sim.sync()

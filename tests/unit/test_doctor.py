@@ -254,6 +254,41 @@ def test_dra_class_matches_nothing_free() -> None:
     assert why(pod("h", "team-b", claim="want-80gb"), _dra(1)).cause.cause == "schedulable"
 
 
+def test_a_device_under_a_taint_the_claim_does_not_tolerate_is_not_free() -> None:
+    """One GPU held, the other tainted by the DRA driver's health monitor (in its slice) or by gpucluster's
+    quarantine (a DeviceTaintRule): blocked, naming the taint and whose it is; effect None and a
+    toleration leave it free."""
+    def blocked(v: View) -> Finding:
+        d = why(pod("h", "team-b", claim="want-80gb"), v)
+        assert d.cause.cause == "dra-no-free-device", d.cause
+        return d.cause
+
+    v = _dra(1)
+    gpu1 = v.slices[0]["spec"]["devices"][1]  # type: ignore[index]
+    gpu1["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    cause = blocked(v)
+    assert "of the 2 devices DeviceClass gpu-80gb matches, 1 carry a taint the request does not tolerate" \
+        in cause.summary
+    assert "h100-1/gpu-1 tainted gpu.nvidia.com/xid=79:NoSchedule (the DRA driver's health monitor)" in cause.evidence
+    assert "held by claim team-b/held-0" in cause.evidence and "gpucluster quarantine --list" in cause.fix
+    gpu1["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}]  # informational
+    assert why(pod("h", "team-b", claim="want-80gb"), v).cause.cause == "schedulable"
+    want = next(c for c in v.claims if c["metadata"]["name"] == "want-80gb")  # type: ignore[union-attr]
+    gpu1["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    want["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "gpu.nvidia.com/xid", "operator": "Exists"}]
+    assert why(pod("h", "team-b", claim="want-80gb"), v).cause.cause == "schedulable"
+
+    q = _dra(1)
+    q.taint_rules = [{"metadata": {"name": "gpucluster-quarantine-h100-1-gpu-1"}, "spec": {
+        "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "h100-1", "device": "gpu-1"},
+        "taint": {"key": "gpucluster.dev/quarantine", "value": "XID-79", "effect": "NoExecute"}}},
+        {"metadata": {"name": "elsewhere"}, "spec": {"deviceSelector": {"pool": "h100-9"},
+                                                      "taint": {"key": "k", "effect": "NoSchedule"}}}]
+    assert "h100-1/gpu-1 tainted gpucluster.dev/quarantine=XID-79:NoExecute (DeviceTaintRule " \
+           "gpucluster-quarantine-h100-1-gpu-1)" in blocked(q).evidence
+
+
 def test_a_selector_whose_evaluation_fails_blocks_the_request() -> None:
     # The devices publish no profile: Kubernetes' CEL fails on them ("no such key") and the scheduler fails
     # the allocation, so the doctor names that, not "matches none".

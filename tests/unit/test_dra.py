@@ -89,6 +89,19 @@ def test_one_dynamic_mig_gate_for_every_mig_capable_dra_pool(write_spec, dra_bas
     assert "one setting for the whole release" in p.message and "static MIG devices deleted" in p.message
 
 
+def test_the_health_monitor_cannot_run_next_to_dynamic_mig(write_spec, dra_base):
+    """The driver refuses NVMLDeviceHealthCheck with DynamicMIG (featuregates.go:205): the gate is left out,
+    and a spec that asked for it by name is told so; by default it is on."""
+    assert dra_driver.values(load_spec(write_spec(dra_base)))["featureGates"] == {"NVMLDeviceHealthCheck": True}
+    dra_base["nodePools"][0]["sharing"] = {"mode": "dynamic-mig"}
+    spec = load_spec(write_spec(dra_base))
+    assert dra_driver.values(spec)["featureGates"] == {"DynamicMIG": True}
+    assert not [w for w in validate(spec) if w.path == "dra.deviceHealthCheck"]
+    dra_base["dra"] = {"deviceHealthCheck": True}
+    w = at(validate(load_spec(write_spec(dra_base))), "dra.deviceHealthCheck")
+    assert w.severity == "warning" and "cannot run its health monitor with DynamicMIG" in w.message
+
+
 def test_claim_templates_take_one_class_or_alternatives(write_spec, dra_base):
     dra_base["dra"] = {"claimTemplates": [{"name": "x", "deviceClass": "gpu.nvidia.com",
                                            "firstAvailable": [{"deviceClass": "gpu.nvidia.com"}]}]}
@@ -181,7 +194,7 @@ def test_the_extended_class_selects_only_the_opted_in_pools(spec, local):
 
 def test_dynamic_mig_turns_the_driver_gate_on_and_keeps_the_mig_manager_off(spec, local):
     assert dra_driver.values(spec)["featureGates"] == {"DynamicMIG": True}
-    assert "featureGates" not in dra_driver.values(local)
+    assert dra_driver.values(local)["featureGates"] == {"NVMLDeviceHealthCheck": True}  # static MIG: health on
     labels = nodes.node_config(spec)["h100-dyn-1"]["labels"]
     assert labels["nvidia.com/gpu.deploy.mig-manager"] == "false" and "nvidia.com/mig.config" not in labels
 
@@ -334,6 +347,20 @@ def test_the_quarantine_rule(spec):
     assert quarantine.rule_object(36, "n", "d", "r", "NoSchedule")["apiVersion"] == "resource.k8s.io/v1beta2"
     with pytest.raises(InputError, match=r"not served by Kubernetes 1\.35"):
         quarantine.api_version(35)
+
+
+def test_driver_taints_are_read_from_the_drivers_slices_beside_our_rules():
+    slices = [{"spec": {"driver": "gpu.nvidia.com", "pool": {"name": "h100-1"}, "nodeName": "h100-1", "devices": [
+        {"name": "gpu-0", "taints": [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule",
+                                      "timeAdded": "2026-12-03T14:00:00Z"}]},
+        {"name": "gpu-1", "taints": [{"key": "example.com/other", "effect": "NoSchedule"}]},  # not the driver's
+        {"name": "gpu-2"}]}},
+        {"spec": {"driver": "other.example.com", "pool": {"name": "h100-1"}, "devices": [
+            {"name": "x", "taints": [{"key": "gpu.nvidia.com/xid", "effect": "NoSchedule"}]}]}}]
+    assert quarantine.driver_taints(slices) == [quarantine.DriverTaint(
+        "h100-1", "gpu-0", "gpu.nvidia.com/xid", "79", "NoSchedule", "2026-12-03T14:00:00Z")]
+    assert quarantine.driver_taints(slices)[0].text == "gpu.nvidia.com/xid=79:NoSchedule"
+    assert quarantine.driver_taints(None) == []
 
 
 def test_quarantine_refuses_bad_input_before_touching_the_cluster(cli):

@@ -198,10 +198,17 @@ def test_a_run_with_only_unmeasured_rows_fails():
 def test_gpu_health_without_any_source_is_not_measured_naming_what_it_looked_for(spec):
     snap = perfect(spec)
     snap.dcgm, snap.operator_pods = [], []
-    rows = [r for r in cluster.run(spec, snap) if r.check == "gpu-health"]
-    assert rows and all(r.verdict is Verdict.skipped for r in rows)
+    rows = {r.subject: r for r in cluster.run(spec, snap) if r.check == "gpu-health"}
+    # a DRA node's slice is a source with the driver's health monitor on: no taint there, healthy
+    dra = {h for h, st in expected.host_states(spec).items() if st.devices}
+    assert dra and all(rows[h].verdict is Verdict.passed and "NVMLDeviceHealthCheck on" in rows[h].actual for h in dra)
+    others = [r for h, r in rows.items() if h not in dra]
+    assert others and all(r.verdict is Verdict.skipped for r in others)
     assert all("no DCGM exporter pod" in r.reason and "no GPU Operator validator pod" in r.reason
-               and "node-problem-detector" in r.reason and "NVMLDeviceHealthCheck" in r.reason for r in rows)
+               and "node-problem-detector" in r.reason for r in others)
+    off = spec.model_copy(update={"dra": spec.dra.model_copy(update={"device_health_check": False})})
+    rows = {r.subject: r for r in cluster.run(off, snap) if r.check == "gpu-health"}
+    assert all(rows[h].verdict is Verdict.skipped and "NVMLDeviceHealthCheck gate off" in rows[h].reason for h in dra)
 
 
 def test_an_unreachable_metrics_endpoint_fails_gpu_metrics(spec):

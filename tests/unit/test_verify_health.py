@@ -50,6 +50,15 @@ def test_an_application_xid_leaves_the_gpu_healthy() -> None:
     assert rows(snap)["h200-1"].verdict is Verdict.passed
 
 
+def test_an_application_xids_driver_taint_leaves_the_gpu_healthy() -> None:
+    # the DRA driver taints it with effect None: informational, the device stays in service
+    snap = recorded(FAULTS["dra-device-tainted"].base)
+    FAULTS["dra-device-tainted"].mutate(snap)
+    sl = next(x for x in snap.resource_slices or [] if x["spec"]["nodeName"] == "h100-1")
+    sl["spec"]["devices"][0]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}]
+    assert rows(snap)["h100-1"].verdict is Verdict.passed
+
+
 @pytest.mark.parametrize("pages, verdict", [(63, Verdict.passed), (64, Verdict.failed)])
 def test_retired_pages_fail_at_the_limit(pages: int, verdict: Verdict) -> None:
     snap = recorded("real-cluster")
@@ -68,10 +77,12 @@ def test_an_exporter_without_the_health_fields_fails_naming_them() -> None:
 
 def test_an_exporter_verify_may_not_read_is_no_source() -> None:
     snap = recorded("real-cluster")
-    snap.operator_pods = [p for p in snap.operator_pods or [] if p["spec"].get("nodeName") != "h100-1"]
-    e = exporter(snap, "h100-1")
+    # h200-1 is a device-plugin node: no DRA taints to read there either (a DRA node's driver taints are
+    # a source of their own with the driver's health monitor on)
+    snap.operator_pods = [p for p in snap.operator_pods or [] if p["spec"].get("nodeName") != "h200-1"]
+    e = exporter(snap, "h200-1")
     e.update(text="", status=403, error="GET .../proxy/metrics: HTTP 403 Forbidden")
-    row = rows(snap)["h100-1"]
+    row = rows(snap)["h200-1"]
     assert row.verdict is Verdict.skipped and "needs get on pods/proxy" in row.reason
 
 

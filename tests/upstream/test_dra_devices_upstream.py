@@ -107,6 +107,22 @@ def test_the_gate_is_the_charts_feature_gate() -> None:
     assert fact("dra-driver", "dynamic-mig-chart-value") == f"featureGates.{dra_plugin.DYNAMIC_MIG}=true"
 
 
+def test_the_health_monitors_taints_are_upstreams() -> None:
+    """Keys, values and effects of the simulated health monitor (facts health-*), event by event."""
+    taint = fact("dra-driver", "health-xid-taint")
+    assert dra_plugin.HEALTH_GATE in fact("dra-driver", "driver-feature-gates")
+    assert dra_plugin.XID_TAINT == taint["key"] and dra_plugin.XID_TAINT in \
+        fact("dra-driver", "device-taints-on-health-events")["keys"]
+    assert dra_plugin.NON_FATAL_XIDS == set(fact("dra-driver", "health-skipped-xids"))
+    started = dra_plugin.Started(((), ("1g.10gb",)), "t")
+    notes: list[str] = []
+    after = dra_plugin.health_events(started, {0: 79}, notes)
+    assert after.taints == {"gpu-0": ({"key": taint["key"], "value": "79", "effect": taint["effect"]},)}
+    after = dra_plugin.health_events(after, {0: 13, 1: 79}, notes)  # same key: replaced; a MIG GPU: no match
+    assert after.taints == {"gpu-0": ({"key": taint["key"], "value": "13", "effect": taint["effect-if-skipped"]},)}
+    assert notes and "matches no published device" in notes[0]
+
+
 def test_split_slices_from_the_threshold_on_counters_first() -> None:
     threshold = int(fact("dra-driver", "split-slices-threshold").split(".")[1])
     assert dra_plugin.SPLIT_FROM_MINOR == threshold

@@ -44,16 +44,25 @@ def quarantine(inventory: Path | None, kubeconfig: Path | None, context: str | N
     with kube.Kube(inventories.kubeconfig_for(spec, kubeconfig), context=context, timeout=30) as api:
         if list_:
             rows = q.active(api.list(q.rules_path(minor)))
+            driver = q.driver_taints(api.list(kube.RESOURCE_SLICES))
             for r in rows:
-                click.echo(f"{r.node}/{r.device}  {r.effect}  since {r.since or '?'}  {r.reason}")
-            if not rows:
-                click.echo("no GPU is quarantined")
+                click.echo(f"{r.node}/{r.device}  {r.effect}  since {r.since or '?'}  {r.reason}  "
+                           "(gpucluster quarantine)")
+            for t in driver:
+                click.echo(f"{t.node}/{t.device}  {t.effect}  since {t.since or '?'}  {t.what}  "
+                           "(the DRA driver's health monitor; a new kubelet plugin pod lifts it)")
+            if not rows and not driver:
+                click.echo("no GPU is quarantined or tainted by the DRA driver")
             return
         assert node and device
         if lift:
             done = q.lift(api, minor, node, device)
             click.echo(f"{node}/{device}: quarantine lifted (was {done.effect}: {done.reason}); DeviceTaintRule "
                        f"{done.rule} deleted")
+            kept = [t for t in q.driver_taints(api.list(kube.RESOURCE_SLICES)) if (t.node, t.device) == (node, device)]
+            if kept:
+                click.echo(f"  still tainted by the DRA driver's health monitor: {', '.join(t.text for t in kept)} "
+                           "(lifted only by a new kubelet plugin pod on the node, once the GPU is repaired)")
             return
         rule, held = q.quarantine(api, minor, node, device, reason, effect)
     click.echo(f"{node}/{device}: quarantined ({rule.effect}) by DeviceTaintRule {rule.rule}: {rule.reason}")

@@ -6,6 +6,11 @@ by the request's DeviceClass selectors and the request's own selectors (evaluate
 allocation), then by the allocation results of every claim in the
 cluster. A request whose class matches no published device, or whose matching devices are all
 allocated, blocks the pod; otherwise the nodes holding enough free devices are the candidates.
+
+A device is not free either while a taint with effect ``NoSchedule`` or ``NoExecute`` that the request does
+not tolerate is in force on it (KEP 5055, k8s.io/api v0.37.2 resource/v1 ``DeviceTaintEffect``; ``None`` is
+informational): its slice's own taints (the DRA driver's health monitor taints a GPU after a fatal XID) and
+those of the DeviceTaintRules that select it (``gpucluster quarantine``). The finding names which.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from gpucluster import cel
 from gpucluster import labels as L
 from gpucluster.doctor.model import Finding, Obj, View
-from gpucluster.doctor.objects import claim_names, name_of
+from gpucluster.doctor.objects import claim_names, name_of, tolerates
 from gpucluster.upstream import DRA_DRIVER
 
 FIX_NO_MATCH = ("ask for a DeviceClass that matches published devices (`kubectl get resourceslices`; "
@@ -55,6 +60,30 @@ def _allocated(view: View) -> dict[tuple[str, str, str], str]:
     return out
 
 
+#: Device taint effects that keep the scheduler from allocating a device to a claim that does not tolerate them.
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def device_taints(driver: str, pool: str, device: Obj, rules: list[Obj] | None) -> list[Obj]:
+    """The taints in force on a device: its slice's own, then those of the DeviceTaintRules selecting it
+    (an unset selector field matches every value)."""
+    out = list(device.get("taints") or [])
+    for rule in rules or []:
+        spec = rule.get("spec") or {}
+        sel = spec.get("deviceSelector") or {}
+        wanted = (("driver", driver), ("pool", pool), ("device", device.get("name")))
+        if all(sel.get(k) in (None, v) for k, v in wanted):
+            out.append(dict(spec.get("taint") or {}, rule=(rule.get("metadata") or {}).get("name", "?")))
+    return out
+
+
+def _taint_text(node: str, device: Obj, taint: Obj) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    whose = f"DeviceTaintRule {taint['rule']}" if taint.get("rule") else (
+        "the DRA driver's health monitor" if str(taint.get("key", "")).startswith(f"{DRA_DRIVER}/") else "its slice")
+    return f"{node}/{device.get('name', '?')} tainted {taint.get('key')}{value}:{taint.get('effect')} ({whose})"
+
+
 def _alternatives(request: Obj) -> list[Obj]:
     if "exactly" in request:
         return [request["exactly"]]
@@ -82,7 +111,7 @@ def check(pod: Obj, view: View) -> DraResult:
         if (claim.get("status") or {}).get("allocation"):
             continue  # already allocated: DRA does not block this claim
         for req in (claim.get("spec", {}).get("devices") or {}).get("requests") or []:
-            ok, finding = _request(claim_name, req, classes, devices, held, view.nodes)
+            ok, finding = _request(claim_name, req, classes, devices, held, view.nodes, view.taint_rules)
             if finding is not None:
                 return DraResult(finding)
             if ok is None:  # a selector outside the CEL subset: no opinion about this request
@@ -96,11 +125,13 @@ def check(pod: Obj, view: View) -> DraResult:
 
 
 def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[str, str, str, Obj]],
-             held: dict[tuple[str, str, str], str], nodes: list[Obj]) -> tuple[set[str] | None, Finding | None]:
+             held: dict[tuple[str, str, str], str], nodes: list[Obj],
+             rules: list[Obj] | None) -> tuple[set[str] | None, Finding | None]:
     """Nodes with enough free devices for one request (any alternative), or the finding that blocks it."""
     ok: set[str] = set()
     reasons: list[str] = []
     holders: set[str] = set()
+    tainted: list[str] = []
     for alt in _alternatives(req):
         cls_name = alt.get("deviceClassName", "")
         cls = classes.get(cls_name)
@@ -127,16 +158,25 @@ def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[
                                f"device ({len(broken)} published devices)", FIX_SELECTOR)
         matching = [(drv, pool, node, d) for drv, pool, node, d, o in outcomes if o.matched]
         free: dict[str, int] = {}
+        tainted_here = 0
         for drv, pool, node, d in matching:
             holder = held.get((drv, pool, d.get("name", "")))
+            blocking = [t for t in device_taints(drv, pool, d, rules) if t.get("effect") in BLOCKING_EFFECTS
+                        and not tolerates(alt.get("tolerations") or [], t)]
             if holder:
                 holders.add(holder)
+            elif blocking:
+                tainted_here += 1
+                tainted.extend(_taint_text(node, d, t) for t in blocking)
             else:
                 free[node] = free.get(node, 0) + 1
         need = 1 if alt.get("allocationMode") == "All" else int(alt.get("count") or 1)
         ok |= {n for n, k in free.items() if k >= need}
         if not matching:
             reasons.append(f"DeviceClass {cls_name} matches none of the {len(devices)} published devices")
+        elif not free and tainted_here:
+            reasons.append(f"of the {len(matching)} devices DeviceClass {cls_name} matches, {tainted_here} carry a "
+                           f"taint the request does not tolerate and the others are allocated")
         elif not free:
             reasons.append(f"all {len(matching)} devices DeviceClass {cls_name} matches are allocated")
         elif not ok:
@@ -145,8 +185,10 @@ def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[
     if ok:
         return ok, None
     where = f"request {req.get('name', '?')} of claim {claim}"
-    evidence = tuple(f"held by claim {h}" for h in sorted(holders)[:8])
-    if holders:
+    evidence = tuple(sorted(set(tainted))[:8]) + tuple(f"held by claim {h}" for h in sorted(holders)[:8])
+    if tainted:
+        fix = FIX_TAINTED
+    elif holders:
         fix = ("wait until those claims are released (their pods end), or ask for fewer devices; the claims "
                "holding them are listed below")
     else:
@@ -156,6 +198,13 @@ def _request(claim: str, req: Obj, classes: dict[str, Obj], devices: list[tuple[
             fix = FIX_STALE_LAYOUT
             evidence += tuple(stale[:8])
     return ok, Finding("dra-no-free-device", f"{where}: {'; '.join(reasons)}", fix, evidence)
+
+
+FIX_TAINTED = ("tainted devices are out of service (below): a taint of the DRA driver's health monitor "
+               "(gpu.nvidia.com/xid: a fatal XID) stays until the GPU is repaired and the driver's kubelet plugin "
+               "pod on that node restarts (docs/runbooks.md); a DeviceTaintRule of `gpucluster quarantine` until "
+               "`gpucluster quarantine NODE DEVICE --lift`; `gpucluster quarantine --list` shows both. Or wait for "
+               "the claims that hold the others")
 
 
 FIX_STALE_LAYOUT = ("a DRA node publishes another MIG layout than its GPUs have (below): the DRA kubelet plugin "

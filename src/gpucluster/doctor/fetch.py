@@ -2,7 +2,7 @@
 
 For one pod: the pod, its namespace's events and quotas, every node, the pods that occupy nodes, the
 PriorityClasses; Volcano's PodGroups and Queues when the pod is in a gang; ResourceSlices,
-ResourceClaims and DeviceClasses when it uses claims. About a dozen LIST calls however many nodes;
+ResourceClaims, DeviceClasses and DeviceTaintRules when it uses claims. About a dozen LIST calls however many nodes;
 on a 1,000-node cluster the node LIST dominates (``benchmarks/bench_doctor.py``).
 """
 
@@ -16,6 +16,7 @@ from gpucluster import kube
 from gpucluster.doctor.model import Obj, View
 from gpucluster.doctor.objects import bound, extended_requests, group_of, wants_claims
 from gpucluster.doctor.workloads import failed_creates, short_of_pods
+from gpucluster.spec.features import DEVICE_TAINT_RULE_API
 from gpucluster.spec.model import ClusterSpec
 
 PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
@@ -63,6 +64,8 @@ def view(api: kube.Kube, spec: ClusterSpec, ns: str, subjects: list[Obj], *, nod
     if any(wants_claims(p) for p in subjects):
         calls |= {"slices": (kube.RESOURCE_SLICES, True), "claims": (kube.RESOURCE_CLAIMS, True),
                   "device_classes": (kube.DEVICE_CLASSES, True)}
+        if spec.kubernetes.minor[1] in DEVICE_TAINT_RULE_API:
+            calls["taint_rules"] = (f"/apis/{DEVICE_TAINT_RULE_API[spec.kubernetes.minor[1]]}/devicetaintrules", True)
     with ThreadPoolExecutor(len(calls)) as pool:
         futures = {f: pool.submit(api.list if optional else api.items, path) for f, (path, optional) in calls.items()}
         for field, future in futures.items():

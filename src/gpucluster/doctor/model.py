@@ -100,5 +100,6 @@ class View:
     slices: list[Obj] | None = None
     claims: list[Obj] | None = None
     device_classes: list[Obj] | None = None
+    taint_rules: list[Obj] | None = None  # DeviceTaintRules (gpucluster's quarantines among them)
     owners: dict[tuple[str, str, str], Obj] = field(default_factory=dict)  # (kind, ns, name) -> workload
     now: float = 0.0  # seconds since the epoch, for ages (0: ages are not reported)

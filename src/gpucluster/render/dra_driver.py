@@ -24,7 +24,7 @@ from gpucluster.render.common import Obj, obj
 from gpucluster.render.contract import Kind
 from gpucluster.spec.model import ChartRef, ClaimTemplate, ClusterSpec, DeviceClass, SharingMode, Tenant
 from gpucluster.spec.selectors import device_class_cel, extended_class_cel
-from gpucluster.upstream import DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE, DYNAMIC_MIG_GATE
+from gpucluster.upstream import DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE, DRA_HEALTH_GATE, DYNAMIC_MIG_GATE
 
 API = "resource.k8s.io/v1"
 #: Our DeviceClasses wait for the DRA driver's release (when this run installs it), so the extended-resource
@@ -55,6 +55,17 @@ def after(spec: ClusterSpec) -> list[str]:
 def dynamic_mig(spec: ClusterSpec) -> bool:
     """Whether the driver runs with DynamicMIG (some DRA pool asks for ``sharing.mode: dynamic-mig``)."""
     return any(p.uses_dra and p.sharing.mode is SharingMode.dynamic_mig for p in spec.gpu_pools)
+
+
+def health_check(spec: ClusterSpec) -> bool:
+    """Whether the driver runs its NVML health monitor (``NVMLDeviceHealthCheck``): asked for, and possible.
+
+    The driver refuses the gate next to DynamicMIG (dra-driver-nvidia-gpu v0.4.1
+    ``pkg/featuregates/featuregates.go``, fact driver-feature-gates: "DynamicMIG excludes
+    NVMLDeviceHealthCheck"), so a release with a dynamic-mig pool runs without it (validation says so when
+    the spec asked for it by name).
+    """
+    return spec.dra.device_health_check and not dynamic_mig(spec)
 
 
 def plugin_tolerations(spec: ClusterSpec) -> list[dict]:
@@ -121,8 +132,19 @@ def values(spec: ClusterSpec) -> dict:
         "kubeletPlugin": plugin,
         # One gate for every kubelet plugin of the release (FEATURE_GATES env, fact values-featureGates):
         # validation makes every MIG-capable DRA pool ask for dynamic-mig when one does.
-        **({"featureGates": {DYNAMIC_MIG_GATE: True}} if dynamic_mig(spec) else {}),
+        # NVMLDeviceHealthCheck: the plugin taints a device in its ResourceSlice on an NVML XID event.
+        **({"featureGates": gates} if (gates := feature_gates(spec)) else {}),
     }
+
+
+def feature_gates(spec: ClusterSpec) -> dict[str, bool]:
+    """The driver's feature gates this spec turns on (the chart's ``featureGates``; absent: the defaults)."""
+    gates = {}
+    if dynamic_mig(spec):
+        gates[DYNAMIC_MIG_GATE] = True
+    if health_check(spec):
+        gates[DRA_HEALTH_GATE] = True
+    return gates
 
 
 def cel(dc: DeviceClass) -> str:

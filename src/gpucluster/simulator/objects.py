@@ -96,6 +96,8 @@ def devices_key(devices: list[dict[str, Any]] | None) -> list[Any]:
             d.get("attributes") or {},
             {k: parse_quantity(v["value"]) for k, v in (d.get("capacity") or {}).items()},
             [(c["counterSet"], _counters(c.get("counters"))) for c in d.get("consumesCounters") or []],
+            # the API server stamps timeAdded on a taint that has none: not part of what was published
+            [(t.get("key"), t.get("value", ""), t.get("effect")) for t in d.get("taints") or []],
         )
         for d in devices or []
     ]

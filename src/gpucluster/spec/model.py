@@ -485,6 +485,13 @@ class Dra(Model):
     driver_version: str = Field(
         default=versions.NVIDIA_DRIVER, description="Driver version the simulated devices report."
     )
+    device_health_check: bool = Field(
+        default=True,
+        description="Run the driver's NVML health monitor (its NVMLDeviceHealthCheck gate): a GPU that "
+        "reports a fatal XID is tainted gpu.nvidia.com/xid=<code>:NoSchedule in its ResourceSlice, an "
+        "application XID with effect None. The driver cannot combine it with DynamicMIG: with a "
+        "dynamic-mig pool it stays off.",
+    )
     device_classes: list[DeviceClass] = Field(default_factory=list)
     claim_templates: list[ClaimTemplate] = Field(default_factory=list)
 

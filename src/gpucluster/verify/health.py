@@ -18,9 +18,11 @@ the GPU and the source), and is not measured (never passed) where no source cove
   when its driver, toolkit, CUDA and plugin validations all passed; otherwise the row names the
   validation it stopped at;
 - **the DRA driver's device taints**: a device its ResourceSlice publishes tainted under
-  ``gpu.nvidia.com/`` (the driver's ``NVMLDeviceHealthCheck`` gate) fails the row; the taints count as a
-  source only where the rendered driver values turn that gate on (it is alpha and off by default: with
-  it off an unhealthy GPU stays published untainted, so their absence proves nothing);
+  ``gpu.nvidia.com/`` (the driver's ``NVMLDeviceHealthCheck`` gate) with effect ``NoSchedule`` or
+  ``NoExecute`` fails the row (``None`` marks an application XID, which the driver leaves in service, as
+  the DCGM rows pass those XIDs); the taints count as a source only where the rendered driver values turn
+  that gate on (upstream it is alpha and off by default, and refused next to DynamicMIG: with it off an
+  unhealthy GPU stays published untainted, so their absence proves nothing);
 - **node conditions**, only where a node-problem-detector DaemonSet runs: a condition whose type names a
   GPU set to ``True`` is a problem.
 
@@ -300,7 +302,8 @@ def _taints(name: str, snap: Snapshot) -> list[str]:
             continue
         for dev in s.get("devices") or []:
             for t in dev.get("taints") or []:
-                if str(t.get("key", "")).startswith(DRA_HEALTH_TAINT_PREFIX):
+                # effect None: an application XID, informational (the driver keeps the device in service)
+                if str(t.get("key", "")).startswith(DRA_HEALTH_TAINT_PREFIX) and t.get("effect") != "None":
                     value = f"={t['value']}" if t.get("value") else ""
                     out.append(f"DRA device {dev.get('name')} tainted {t['key']}{value}:{t.get('effect')}")
     return out

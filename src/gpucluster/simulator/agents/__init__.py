@@ -178,18 +178,22 @@ def plan(view: ClusterView, node: NodeView) -> Plan:
         # the first sync it runs after not running), not the layout the GPUs have now.
         template = dra_plugin.template_key(view.dra_plugin, view.dra_gates, view.driver_version)
         started = dra_plugin.Started.from_json(node.annotations.get(L.SIMULATED_DRA_PLUGIN))
+        xids = dra_plugin.gpu_xids(node.annotations.get(L.SIMULATE_DCGM))
         if started is None or started.template != template:
-            started = dra_plugin.Started(state.applied, template)
+            # A new pod: it registers for NVML events now; what the GPUs reported before is no event to it.
+            started = dra_plugin.Started(state.applied, template, xids=xids)
         elif started.layout != state.applied:
             out.notes.append("DRA kubelet plugin publishes the MIG layout it read at start; the GPUs have "
                              "another (it reads devices once: restart its pod)")
+        if view.dra_gates.get(dra_plugin.HEALTH_GATE):
+            started = dra_plugin.health_events(started, xids, out.notes)
         out.annotations[L.SIMULATED_DRA_PLUGIN] = started.to_json()
         out.slices = dra_plugin.slices(
             view.cluster, si.node, model, started.layout, driver_version=view.driver_version,
             cuda_driver_version=nvml.cuda_driver_version(view.driver_version),
             missing=_names(node.annotations.get(L.FAULT_MISSING_DEVICES)),
             dynamic_mig=bool(view.dra_gates.get(dra_plugin.DYNAMIC_MIG)), server_minor=view.server_minor,
-            notes=out.notes,
+            notes=out.notes, taints=started.taints,
         )
         out.devices = [d for sl in out.slices for d in sl.get("devices") or []]
     else:

@@ -15,8 +15,23 @@ records them (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1):
   ``memorySlice<i>`` per memory slice of the placement (mig.go:120, deviceinfo.go:225);
 - versions go through semver: ``580.95.05`` -> ``580.95.5``, CUDA 13000 -> ``13.0.0``.
 
-Unhealthy GPUs stay published: the driver taints devices only with its NVMLDeviceHealthCheck gate,
-which is off by default (device_health.go:36).
+Unhealthy GPUs stay published: the driver taints devices only with its NVMLDeviceHealthCheck gate
+(alpha, off by default; gpucluster turns it on unless DynamicMIG is on, which the driver refuses next to
+it, pkg/featuregates/featuregates.go:205). With the gate (:func:`health_events`, facts ``health-*``):
+
+- the plugin registers for NVML XID events when it starts and, for each critical XID event, taints the
+  device it names: key ``gpu.nvidia.com/xid``, value the XID in decimal, effect ``NoSchedule``, or
+  ``None`` for the XIDs it deems application errors (13, 31, 43, 45, 68, 109; device_health.go:68,421);
+- a device has one taint per key: a later XID replaces the value and effect of the earlier one
+  (allocatable.go:328); taints live in the plugin's memory only, so nothing lifts one but a new pod;
+- an event names a GPU and, on a MIG GPU, a GPU/compute instance; a GPU-wide event matches a published
+  whole GPU only, so on a GPU split into static MIG devices it is ignored (device_health.go:258).
+
+The simulator's XID events are the GPU-wide XIDs of the simulated DCGM exporter's knobs (the node
+annotation ``gpucluster.dev/simulate-dcgm``, ``{"0": {"xid": 79}}``): one injection reaches both agents,
+as one NVML event does. A GPU's XID that changes to another non-zero value while the plugin runs is an
+event; values already set when the plugin starts are not (NVML does not replay them). XIDs of MIG
+instances are not simulated for the DRA driver.
 
 When it runs and what it reads (:func:`scheduled`, :class:`Started`):
 
@@ -57,7 +72,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpucluster.simulator import placement
@@ -130,13 +145,19 @@ def template_key(plugin_values: Mapping[str, Any], gates: Mapping[str, bool], dr
 
 @dataclass(frozen=True)
 class Started:
-    """What a running kubelet plugin read when it started: the MIG layout and its pod template."""
+    """What a running kubelet plugin holds in memory: the MIG layout and pod template it started with, the
+    health taints it has set since (device name -> taints), and the XID each GPU last reported (GPU index ->
+    XID, 0: none), from which the next event is told apart."""
 
     layout: tuple[tuple[str, ...], ...]
     template: str
+    taints: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
+    xids: Mapping[int, int] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({"layout": [list(g) for g in self.layout], "template": self.template})
+        return json.dumps({"layout": [list(g) for g in self.layout], "template": self.template,
+                           "taints": {d: list(t) for d, t in sorted(self.taints.items())},
+                           "xids": {str(g): x for g, x in sorted(self.xids.items())}})
 
     @classmethod
     def from_json(cls, text: str | None) -> Started | None:
@@ -144,9 +165,52 @@ class Started:
             return None
         try:
             doc = json.loads(text)
-            return cls(tuple(tuple(str(p) for p in g) for g in doc["layout"]), str(doc["template"]))
-        except (ValueError, KeyError, TypeError):
+            taints = {str(d): tuple({k: str(v) for k, v in t.items()} for t in ts)
+                      for d, ts in (doc.get("taints") or {}).items()}
+            xids = {int(g): int(x) for g, x in (doc.get("xids") or {}).items()}
+            return cls(tuple(tuple(str(p) for p in g) for g in doc["layout"]), str(doc["template"]), taints, xids)
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None  # not ours or damaged: the plugin counts as starting now
+
+
+#: The driver's feature gate for its NVML health monitor (pkg/featuregates/featuregates.go:61).
+HEALTH_GATE = "NVMLDeviceHealthCheck"
+#: The taint key of an XID event (cmd/gpu-kubelet-plugin/device_health.go:36).
+XID_TAINT = f"{DRIVER}/xid"
+#: XIDs the driver deems application errors: their taint's effect is None (device_health.go:421 xidsToSkip;
+#: the kubelet plugin's --additional-xids-to-ignore adds more, which the chart does not set).
+NON_FATAL_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+
+
+def gpu_xids(knobs_json: str | None) -> dict[int, int]:
+    """GPU index -> XID from the DCGM knobs annotation (GPU-wide keys only); unreadable: none."""
+    try:
+        knobs = json.loads(knobs_json) if knobs_json else {}
+        return {int(k): int(v.get("xid") or 0) for k, v in knobs.items()
+                if "/" not in str(k) and isinstance(v, dict)} if isinstance(knobs, dict) else {}
+    except (ValueError, TypeError):
+        return {}
+
+
+def health_events(started: Started, xids: Mapping[int, int], notes: list[str]) -> Started:
+    """The plugin after the XID events since its last state: ``xids`` is what each GPU reports now.
+
+    A GPU whose XID changed to a non-zero value raised an event; it taints the whole GPU's device when that
+    is published, and is ignored on a GPU split into MIG devices (see the module docstring).
+    """
+    taints = {d: tuple(t) for d, t in started.taints.items()}
+    for gpu, xid in sorted(xids.items()):
+        if not xid or xid == started.xids.get(gpu, 0) or gpu >= len(started.layout):
+            continue
+        if started.layout[gpu]:
+            notes.append(f"DRA kubelet plugin ignored XID {xid} of GPU {gpu}: a GPU-wide event matches no "
+                         "published device of a GPU split into MIG devices")
+            continue
+        device = f"gpu-{gpu}"
+        taint = {"key": XID_TAINT, "value": str(xid), "effect": "None" if xid in NON_FATAL_XIDS else "NoSchedule"}
+        taints[device] = (*(t for t in taints.get(device, ()) if t["key"] != XID_TAINT), taint)
+    seen = {g: x for g, x in xids.items() if g < len(started.layout)}
+    return Started(started.layout, started.template, taints, seen)
 
 
 def semver(version: str) -> str:
@@ -178,8 +242,10 @@ def published(
     driver_version: str,
     cuda_driver_version: int,
     missing: set[str],
+    taints: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The devices (resource.k8s.io/v1 shape) the plugin publishes for GPUs with MIG ``layout`` per GPU."""
+    """The devices (resource.k8s.io/v1 shape) the plugin publishes for GPUs with MIG ``layout`` per GPU,
+    with the health ``taints`` it set (device name -> taints)."""
     out: list[dict[str, Any]] = []
     for minor, mig_devices in enumerate(layout):
         parent = gpu_uuid(cluster, node, minor)
@@ -218,6 +284,9 @@ def published(
                 },
                 "capacity": {k: {"value": str(v)} for k, v in capacity.items()},
             })
+    for d in out:
+        if (taints or {}).get(d["name"]):
+            d["taints"] = [dict(t) for t in (taints or {})[d["name"]]]
     return [d for d in out if d["name"] not in missing]
 
 
@@ -277,7 +346,7 @@ def _partitions(cluster: str, node: str, model: NvmlModel, minor: int, *, whole:
         if prof.name not in model.mig.placements:
             continue  # NVML lists no placements: the driver finds none to publish
         starts, size = model.mig.placements[prof.name]
-        caps = {name: int(getattr(prof, field)) for name, field in _MIG_CAPACITIES}
+        caps = {name: int(getattr(prof, attr)) for name, attr in _MIG_CAPACITIES}
         caps["memory"] = prof.memory_mib * 2**20
         for name, value in caps.items():
             maxima[name] = max(maxima.get(name, 0), value)
@@ -316,6 +385,7 @@ def slices(
     dynamic_mig: bool = False,
     server_minor: int = 37,
     notes: list[str] | None = None,
+    taints: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
 ) -> list[dict[str, Any]]:
     """The node's pool as slice contents (``{"devices": ...}`` and/or ``{"sharedCounters": ...}``).
 
@@ -324,7 +394,7 @@ def slices(
     """
     def static(gpus: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
         return published(cluster, node, model, gpus, driver_version=driver_version,
-                         cuda_driver_version=cuda_driver_version, missing=missing)
+                         cuda_driver_version=cuda_driver_version, missing=missing, taints=taints)
 
     if not (dynamic_mig and model.mig_capable):
         return [{"devices": static(layout)}]

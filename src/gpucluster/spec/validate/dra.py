@@ -40,6 +40,17 @@ def check(spec: ClusterSpec, c: Collector) -> None:
         c.warn("dra.enabled", "DeviceClasses or claim templates are set but DRA is disabled; they are not rendered")
     _one_dynamic_mig_gate(spec, c)
     _extended_pools(spec, c)
+    _health_check(spec, c)
+
+
+def _health_check(spec: ClusterSpec, c: Collector) -> None:
+    """The driver refuses NVMLDeviceHealthCheck next to DynamicMIG: say so when the spec asked for both."""
+    d = spec.dra
+    dynamic = [p.name for p in spec.gpu_pools if p.uses_dra and p.sharing.mode is SharingMode.dynamic_mig]
+    if dynamic and d.device_health_check and "device_health_check" in d.model_fields_set:
+        c.warn("dra.deviceHealthCheck", f"the DRA driver cannot run its health monitor with DynamicMIG, which "
+               f"pool(s) {', '.join(dynamic)} turn on: it stays off, and a failing GPU on a DRA pool is isolated "
+               "only by `gpucluster quarantine`", "drop deviceHealthCheck, or serve those pools with static MIG")
 
 
 def _one_dynamic_mig_gate(spec: ClusterSpec, c: Collector) -> None:
