@@ -4,6 +4,7 @@
 after the platform stack applied the render (operator installed, ConfigMaps and NicClusterPolicy in
 place). :func:`publish` runs the agents for one host over several syncs, feeding each sync's labels,
 annotations and capacity back in as the API server would, so the MIG manager's steps play out.
+:class:`Node` does the same offline, without the oracle: only the agents' plan, sync after sync.
 """
 
 from __future__ import annotations
@@ -69,3 +70,28 @@ def publish(
 def extended(resources: dict[str, str]) -> dict[str, int]:
     """The extended resources (``vendor/name``) of a capacity or allocatable map, as integers."""
     return {k: int(v) for k, v in resources.items() if "/" in k}
+
+
+class Node:
+    """One node's labels and annotations as the API server keeps them between syncs (the agents' plan only)."""
+
+    def __init__(self, spec: ClusterSpec, host: str) -> None:
+        reg = node_config(spec)[host]
+        self.silicon = silicon_of(spec)[host]
+        self.labels: dict[str, str] = dict(reg["labels"])
+        self.annotations: dict[str, str] = {}
+        self.taints = reg["taints"]
+
+    def sync(self, view: agents.ClusterView, syncs: int = 1) -> agents.Desired:
+        """Plan ``syncs`` times, keeping what each plan writes; the last plan's result."""
+        desired = agents.Desired()
+        for _ in range(syncs):
+            desired = agents.plan(view, agents.NodeView(self.silicon, self.labels, self.annotations,
+                                                        self.taints)).desired
+            self.labels.update(desired.labels)
+            for key, value in desired.annotations.items():
+                if value is None:
+                    self.annotations.pop(key, None)
+                else:
+                    self.annotations[key] = value
+        return desired

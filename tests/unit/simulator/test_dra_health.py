@@ -14,15 +14,13 @@ import json
 from pathlib import Path
 
 import pytest
-from sim_helpers import deployed
+from sim_helpers import Node, deployed
 
 from gpucluster import labels as L
 from gpucluster.render import dra_driver
-from gpucluster.render.nodes import node_config
 from gpucluster.simulator import agents
 from gpucluster.simulator.agents import dra_plugin
 from gpucluster.simulator.objects import content_key
-from gpucluster.simulator.silicon import silicon_of
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
@@ -36,32 +34,9 @@ def spec() -> ClusterSpec:
     return load_spec(LOCAL)
 
 
-class Node:
-    """One node's labels and annotations as the API server keeps them between syncs."""
-
-    def __init__(self, spec: ClusterSpec, host: str) -> None:
-        reg = node_config(spec)[host]
-        self.silicon = silicon_of(spec)[host]
-        self.labels: dict[str, str] = dict(reg["labels"])
-        self.annotations: dict[str, str] = {}
-        self.taints = reg["taints"]
-
-    def sync(self, view: agents.ClusterView, syncs: int = 1) -> agents.Desired:
-        desired = agents.Desired()
-        for _ in range(syncs):
-            desired = agents.plan(view, agents.NodeView(self.silicon, self.labels, self.annotations,
-                                                        self.taints)).desired
-            self.labels.update(desired.labels)
-            for key, value in desired.annotations.items():
-                if value is None:
-                    self.annotations.pop(key, None)
-                else:
-                    self.annotations[key] = value
-        return desired
-
-    def xids(self, **by_gpu: int) -> None:
-        """Set the DCGM knobs' XIDs (``g0=79``): what each GPU reports now."""
-        self.annotations[L.SIMULATE_DCGM] = json.dumps({k[1:]: {"xid": v} for k, v in by_gpu.items()})
+def xids(node: Node, **by_gpu: int) -> None:
+    """Set the DCGM knobs' XIDs (``g0=79``): what each GPU reports now."""
+    node.annotations[L.SIMULATE_DCGM] = json.dumps({k[1:]: {"xid": v} for k, v in by_gpu.items()})
 
 
 def taints(desired: agents.Desired) -> dict[str, list[dict]]:
@@ -77,28 +52,28 @@ def test_the_gate_is_on_unless_dynamic_mig_excludes_it(spec: ClusterSpec) -> Non
 def test_a_fatal_xid_taints_the_gpu_noschedule_and_an_application_xid_with_effect_none(spec: ClusterSpec) -> None:
     view, node = deployed(spec), Node(spec, WHOLE)
     assert taints(node.sync(view, syncs=3)) == {}
-    node.xids(g0=79, g3=13)
+    xids(node, g0=79, g3=13)
     got = taints(node.sync(view))
     assert got == {"gpu-0": [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}],
                    "gpu-3": [{"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}]}
-    node.xids()  # the knobs cleared: no event, the plugin keeps what it set
+    xids(node)  # the knobs cleared: no event, the plugin keeps what it set
     assert taints(node.sync(view, syncs=2)) == got
 
 
 def test_a_later_xid_replaces_the_earlier_taint_of_its_key(spec: ClusterSpec) -> None:
     view, node = deployed(spec), Node(spec, WHOLE)
     node.sync(view)
-    node.xids(g0=79)
+    xids(node, g0=79)
     node.sync(view)
-    node.xids(g0=31)  # an application error after the fatal one: upstream downgrades the effect
+    xids(node, g0=31)  # an application error after the fatal one: upstream downgrades the effect
     assert taints(node.sync(view)) == {"gpu-0": [{"key": "gpu.nvidia.com/xid", "value": "31", "effect": "None"}]}
 
 
 def test_xids_reported_before_the_plugin_started_are_no_event(spec: ClusterSpec) -> None:
     view, node = deployed(spec), Node(spec, WHOLE)
-    node.xids(g1=79)
+    xids(node, g1=79)
     assert taints(node.sync(view, syncs=2)) == {}
-    node.xids(g1=48)  # a new XID on the same GPU is one
+    xids(node, g1=48)  # a new XID on the same GPU is one
     assert taints(node.sync(view)) == {"gpu-1": [{"key": "gpu.nvidia.com/xid", "value": "48",
                                                   "effect": "NoSchedule"}]}
 
@@ -106,7 +81,7 @@ def test_xids_reported_before_the_plugin_started_are_no_event(spec: ClusterSpec)
 def test_only_a_new_plugin_pod_lifts_a_taint(spec: ClusterSpec) -> None:
     view, node = deployed(spec), Node(spec, WHOLE)
     node.sync(view)
-    node.xids(g2=79)
+    xids(node, g2=79)
     assert "gpu-2" in taints(node.sync(view))
     rolled = dataclasses.replace(view, driver_version="580.95.06")  # a new release replaces every pod
     assert taints(node.sync(rolled, syncs=2)) == {}
@@ -115,7 +90,7 @@ def test_only_a_new_plugin_pod_lifts_a_taint(spec: ClusterSpec) -> None:
 def test_without_the_gate_nothing_is_tainted(spec: ClusterSpec) -> None:
     view, node = deployed(spec, dra_gates={}), Node(spec, WHOLE)
     node.sync(view)
-    node.xids(g0=79)
+    xids(node, g0=79)
     assert taints(node.sync(view)) == {}
 
 
@@ -123,7 +98,7 @@ def test_a_gpu_wide_xid_on_a_mig_gpu_matches_no_device(spec: ClusterSpec) -> Non
     view, node = deployed(spec), Node(spec, MIG)
     first = node.sync(view, syncs=3)
     assert first.devices and all("profile" in d["attributes"] for d in first.devices)
-    node.xids(g0=79)
+    xids(node, g0=79)
     desired = node.sync(view)
     assert taints(desired) == {}
     assert any("ignored XID 79 of GPU 0" in n for n in desired.notes)

@@ -12,15 +12,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from sim_helpers import deployed
+from sim_helpers import Node, deployed
 
 from gpucluster import labels as L
 from gpucluster.render import dra_driver
 from gpucluster.render.gpu_operator import mig_config_name
-from gpucluster.render.nodes import node_config
 from gpucluster.simulator import agents
 from gpucluster.simulator.agents import dra_plugin
-from gpucluster.simulator.silicon import silicon_of
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
@@ -31,27 +29,6 @@ HOST = "a100-2"  # pool a100-dra: 8 x A100-80GB, static MIG all-balanced, served
 @pytest.fixture(scope="module")
 def spec() -> ClusterSpec:
     return load_spec(LOCAL)
-
-
-class Node:
-    """One node's labels and annotations as the API server keeps them between syncs."""
-
-    def __init__(self, spec: ClusterSpec, host: str) -> None:
-        reg = node_config(spec)[host]
-        self.silicon = silicon_of(spec)[host]
-        self.labels: dict[str, str] = dict(reg["labels"])
-        self.annotations: dict[str, str] = {}
-        self.taints = reg["taints"]
-
-    def sync(self, view: agents.ClusterView) -> agents.Desired:
-        desired = agents.plan(view, agents.NodeView(self.silicon, self.labels, self.annotations, self.taints)).desired
-        self.labels.update(desired.labels)
-        for key, value in desired.annotations.items():
-            if value is None:
-                self.annotations.pop(key, None)
-            else:
-                self.annotations[key] = value
-        return desired
 
 
 def profiles(desired: agents.Desired) -> list[str] | None:
