@@ -291,6 +291,16 @@ def wait_exited(pid: int, timeout: float) -> bool:
     return poll(lambda: gone(pid) or not _zombie(pid), timeout=timeout, every=0.05)
 
 
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait until ``pid``, which was just sent SIGKILL, has ended every thread (reaped, if ours).
+
+    Unlike :func:`wait_exited` it waits for a process that still shows as running: between the signal and
+    its main thread turning ``Z``, a large Go server may still answer nothing yet hold its listening
+    socket (CI saw a bind on a just-killed API server's port fail with EADDRINUSE in that window).
+    """
+    return poll(lambda: gone(pid), timeout=timeout, every=0.05)
+
+
 def stop(pid: int, grace: float = 10.0) -> bool:
     """SIGTERM ``pid``, then SIGKILL after ``grace`` seconds; True when it is gone."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):

@@ -250,7 +250,7 @@ def test_up_after_apiserver_sigkill_restarts_it_and_keeps_the_data(lw: Cluster) 
     apiserver = old.components["kube-apiserver"]
     os.kill(apiserver.pid, signal.SIGKILL)
     wait_for("apiserver gone", lambda: not lw.world.healthy(), timeout=15)
-    assert procs.wait_exited(apiserver.pid, timeout=30)
+    assert procs.wait_gone(apiserver.pid, timeout=30)  # not only unhealthy: its last thread has let go of the port
     with socket.socket() as squatter:  # another program took the port meanwhile: named, nothing stopped
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", apiserver.port))

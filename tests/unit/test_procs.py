@@ -9,6 +9,7 @@ thread with pthread_exit, so it stays a zombie holding the port until the test c
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -92,6 +93,25 @@ def test_wait_exited_does_not_wait_for_a_live_process_that_is_not_a_zombie() -> 
         assert procs.wait_exited(proc.pid, timeout=0)
         assert proc.poll() is None
         proc.stdin.close()  # type: ignore[union-attr]
+
+
+def test_wait_gone_waits_for_a_killed_process_that_still_runs_until_its_last_thread_let_go_of_its_port() -> None:
+    # Right after SIGKILL a process may not be a zombie yet while it still holds its socket: wait_exited
+    # would not wait for it (above), wait_gone does.
+    listener = HOLDER.replace("threading.Thread(target=sys.stdin.read).start()\n", "").replace(
+        "ctypes.CDLL(None).pthread_exit(None)", "sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", listener], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdin is not None
+    port = int(proc.stdout.readline())
+    assert _state(proc.pid) != "Z"
+    assert procs.wait_exited(proc.pid, timeout=0)  # what the test before this fix waited with
+    assert not procs.wait_gone(proc.pid, timeout=0.2)  # running: not gone
+    os.kill(proc.pid, signal.SIGKILL)
+    assert procs.wait_gone(proc.pid, timeout=30)
+    assert not Path(f"/proc/{proc.pid}").exists()  # reaped (our child)
+    procs.require_free(port, "kube-apiserver")
+    proc.stdin.close()
+    proc.stdout.close()
 
 
 # -- ports a server can get back after it died ---------------------------------------------------------
