@@ -398,13 +398,23 @@ def test_verify_lists_the_devices_each_tenant_holds_and_fails_on_a_vanished_one(
     [row] = [x for x in rows(lw, spec, dra_claims.claim_checks) if x.subject == f"tenants/{TENANT}"]
     assert row.verdict.value == "pass", row
     assert f"{node}/{r['device']} (NVIDIA L40S" in row.actual and "for nvidia.com/gpu" in row.actual
-    # ... and feeds `gpucluster cost`: the claim's GPU is charged to the tenant from its allocation on.
+    # ... and feeds `gpucluster cost`: with the exporter's DRA attribution on (the default) a whole GPU is in
+    # the recording rules, so --dra adds only MIG devices and nothing here; with it off, the claim's GPU is
+    # charged to the tenant from its allocation on.
     snapshot = tmp_path / "usage.json"
     now = int(time.time())
     snapshot.write_text(json.dumps({"kind": "gpucluster-cost-snapshot", "version": 1, "usage": [
         {"start": now - 3600, "end": now + 3600, "namespace": "other", "model": "L4", "allocatedGpus": 1,
          "activity": 0.5}]}))
     assert cli(lw, "cost", "--snapshot", str(snapshot), "--dra", "-o", "json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not [x for x in doc["rows"] if x["namespace"] == TENANT] and "(MIG devices:" in doc["source"]
+    off = tmp_path / "no-attribution"
+    off.mkdir()
+    (off / "cluster.yaml").write_text((SPEC / "cluster.yaml").read_text()
+                                      + "\ngpuOperator:\n  dcgmExporter: {draAttribution: false}\n")
+    assert entrypoint(["cost", "--snapshot", str(snapshot), "--dra", "-o", "json", "-i", str(off),
+                       "--kubeconfig", str(lw.kubeconfig)]) == 0
     doc = json.loads(capsys.readouterr().out)
     [dra_row] = [x for x in doc["rows"] if x["namespace"] == TENANT]
     assert (dra_row["tenant"], dra_row["model"]) == (TENANT, "L40S")

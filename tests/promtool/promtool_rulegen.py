@@ -44,7 +44,7 @@ def minutes(duration: str) -> int:
 
 
 def gpu_labels(node: str, gpu: int, namespace: str = "", pod: str = "", model: str = MODEL,
-               mig: tuple[str, int] | None = None) -> dict[str, str]:
+               mig: tuple[str, int] | None = None, claim: str = "") -> dict[str, str]:
     """The labels of one scraped GPU (or MIG instance, ``mig=(profile, gi)``) series."""
     exporter = dict(zip(fact("dcgm-exporter", "series-base-labels"),
                         (str(gpu), f"GPU-{node}-{gpu}", f"00000000:{0x18 + 0x10 * gpu:02x}:00.0", f"nvidia{gpu}",
@@ -55,6 +55,9 @@ def gpu_labels(node: str, gpu: int, namespace: str = "", pod: str = "", model: s
     exporter[fact("dcgm-exporter", "series-driver-version-label")] = "580.95.05"
     if namespace:
         exporter |= dict(zip(("namespace", "pod", "container"), (namespace, pod, "main"), strict=True))
+    if claim:  # held through a ResourceClaim, named by the exporter's DRA attribution
+        dra = fact("dcgm-exporter", "dra-labels")[:5]
+        exporter |= dict(zip(dra, (claim, namespace, "gpu.nvidia.com", node, f"gpu-{gpu}"), strict=True))
     kept = {"service": "nvidia-dcgm-exporter", "job": JOB, "endpoint": "gpu-metrics"}
     assert set(kept) | {"namespace", "pod", "container"} == set(fact("prometheus", "servicemonitor-target-labels"))
     return {**exporter, **kept, "instance": INSTANCE, "node": node}
@@ -151,6 +154,13 @@ def build(rules: dict[str, dict], pinned: dict, constants: dict, tenants: list[d
     g.group("low utilization, but no pod requests the GPU any more", [
         series(ACTIVITY, held, f"{low}x{w + 10}")],
         [("GPUAllocatedLowUtilization", w + 5, [])])
+    if pinned["draAttribution"]:
+        # A pod holding its GPU through a claim requests no GPU resource: its DRA labels say it holds one.
+        claimed = gpu_labels(n, 3, "team", "c0", claim="c0-gpu")
+        g.group("low utilization of a GPU held through a ResourceClaim", [
+            series(ACTIVITY, claimed, f"{low}x{w + 10}"), pod_phase("team", "c0", "Running", w + 10)],
+            [("GPUAllocatedLowUtilization", w - 1, []),
+             ("GPUAllocatedLowUtilization", w, [g.alert("GPUAllocatedLowUtilization", claimed, low)])])
     instance = gpu_labels(n, 2, "team", "m0", mig=("1g.10gb", 9))
     g.group("low utilization of a MIG instance", [
         series(ACTIVITY, instance, f"{low}x{w + 10}"),
@@ -251,11 +261,12 @@ def build(rules: dict[str, dict], pinned: dict, constants: dict, tenants: list[d
             [("GPUsAllocatedIdleInNamespace", w + 5, [])])
     g.group("GPUs at the idle bound", pods("edge", [idle] * need), [("GPUsAllocatedIdleInNamespace", w + 5, [])])
 
-    g.groups.append(_recording_group(tenants, pinned["sharedGpus"], mig_shares))
+    g.groups.append(_recording_group(tenants, pinned["sharedGpus"], mig_shares, pinned["draAttribution"]))
     return g.groups, g.cases
 
 
-def _recording_group(tenants: list[dict], shared: dict, mig_shares: dict[tuple[str, int], float]) -> dict[str, Any]:
+def _recording_group(tenants: list[dict], shared: dict, mig_shares: dict[tuple[str, int], float],
+                     dra: bool) -> dict[str, Any]:
     """Recording rules: allocated / used GPU-equivalents per namespace and model, GPU-hours, pending pods.
 
     research: 4 whole H100s at 0.35 → 4 allocated, 1.4 used. serve: 2 L4s at 0.1 and 0.6 → 2 and 0.7.
@@ -263,6 +274,8 @@ def _recording_group(tenants: list[dict], shared: dict, mig_shares: dict[tuple[s
     share: 3 running pods with one replica each on a node of the shared pool (R replicas per GPU), whose
     GPUs average 0.5 → 3/R allocated, 1.5/R used; the pod the exporter names there is not counted
     again, and a pending pod there not at all.
+    claims (with DRA attribution): an H100 two pods share through one claim, at 0.4 (one series per pod)
+    → 1 allocated, 0.4 used; a whole H100 one pod's claim holds, at 0.2 → 1 and 0.2.
     """
     h100, l4 = MODEL, "NVIDIA L4"
     inp = [series(ACTIVITY, gpu_labels("a", i, "research", f"r{i}", h100), "0.35x70") for i in range(4)]
@@ -289,6 +302,11 @@ def _recording_group(tenants: list[dict], shared: dict, mig_shares: dict[tuple[s
 
     by_model = {("research", h100): (4, 1.4), ("serve", l4): (2, 0.7), ("inference", h100): (4 / 7, 1.1 / 7),
                 ("share", model): (3 / replicas, 1.5 / replicas)}
+    if dra:
+        inp += [series(ACTIVITY, gpu_labels("d", 0, "claims", pod, h100, claim="shared"), "0.4x70")
+                for pod in ("d0", "d1")]
+        inp += [series(ACTIVITY, gpu_labels("d", 1, "claims", "d2", h100, claim="own"), "0.2x70")]
+        by_model[("claims", h100)] = (2, 0.6)
     by_ns: dict[str, tuple[float, float]] = {}
     for (ns, _), (alloc, busy) in by_model.items():
         a0, b0 = by_ns.get(ns, (0, 0))

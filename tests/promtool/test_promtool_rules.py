@@ -121,6 +121,7 @@ def test_pinned_thresholds_match_the_spec(env):
     shared = {h: p.sharing.replicas for p in monitoring.shared_pools(spec) for h in p.hosts}
     models = {catalog.get(p.gpu.model).product_name for p in monitoring.shared_pools(spec)}
     assert {"replicas": shared, "model": ",".join(sorted(models))} == PINNED[env]["sharedGpus"], hint
+    assert spec.dcgm_dra_attribution is PINNED[env]["draAttribution"], hint
     constants = PINNED["constants"]
     assert (monitoring.FRAMEBUFFER_FOR, monitoring.TEMPERATURE_FOR, monitoring.GPU_COUNT_FOR,
             monitoring.IDLE_PERCENT) == (constants["framebufferFor"], constants["temperatureFor"],

@@ -146,7 +146,8 @@ def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, v
     component and resource.k8s.io/v1beta2 served (facts fg-dra-device-taint-rules); on 1.37 no gate is set.
     On both, the local inventory's Volcano schedules with device taints on and watches DeviceTaintRules at
     resource.k8s.io/v1alpha3 (facts volcano.yaml scheduler-watches-taint-rules-at-v1alpha3), an alpha API
-    the API server serves only when told."""
+    the API server serves only when told, and its DCGM exporter attributes DRA GPUs by watching ResourceSlices
+    at resource.k8s.io/v1beta1 (facts dcgm-exporter.yaml dra-resourceslice-api), off by default too."""
     text = (REPO / "inventories" / "local" / "cluster.yaml").read_text()
     assert 'version: "1.37.2"' in text
     (tmp_path / "cluster.yaml").write_text(text.replace('version: "1.37.2"', f'version: "{version}"'))
@@ -162,11 +163,13 @@ def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, v
     if version == "1.36.3":
         assert all(a["feature-gates"] == "DRADeviceTaintRules=true" for a in args.values()), args
         assert args["apiServer"]["runtime-config"] == (f"{features.VOLCANO_TAINT_RULES_API}=true,"
+                                                       f"{features.DCGM_EXPORTER_SLICES_API}=true,"
                                                        "resource.k8s.io/v1beta2=true")
         assert "runtime-config" not in args["scheduler"]
         assert kubelet_gates == {"DRADeviceTaintRules": True}
     else:
-        assert args == {"apiServer": {"runtime-config": f"{features.VOLCANO_TAINT_RULES_API}=true"},
+        assert args == {"apiServer": {"runtime-config": f"{features.VOLCANO_TAINT_RULES_API}=true,"
+                                                        f"{features.DCGM_EXPORTER_SLICES_API}=true"},
                         "controllerManager": {}, "scheduler": {}}
         assert kubelet_gates == {}
 

@@ -27,7 +27,7 @@ class FakeKube:
     """Answers GETs and LISTs from a table (path prefix -> answer); records every path asked."""
 
     def __init__(self, answers: dict[str, Any]) -> None:
-        self.answers, self.asked = answers, []
+        self.answers, self.asked, self.sent = answers, [], []
 
     def __call__(self, *_a: Any, **_k: Any) -> FakeKube:  # stands in for the Kube class
         return self
@@ -60,6 +60,13 @@ class FakeKube:
     def text(self, path: str) -> str:
         return self._answer(path)
 
+    def list(self, path: str) -> list[Any] | None:
+        return self._answer(path)
+
+    def answer(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        self.sent.append((method, path, body))
+        return 201, self._answer(path)
+
 
 def test_a_snapshot_survives_its_recording_without_managed_fields() -> None:
     snap = recorded("local-world")
@@ -82,7 +89,8 @@ def test_the_local_worlds_exporter_is_read_from_the_cluster_as_its_process_serve
     h200["metadata"].setdefault("annotations", {})[L.SIMULATE_DCGM] = json.dumps({"3": {"xid": 79}})
     ns = spec().gpu_operator.namespace
     fake = FakeKube({kube.configmap(ns, DCGM_CONFIGMAP): {"data": {DCGM_CSV_KEY: dcgm_csv()}},
-                     kube.NODES: nodes, kube.PODS: []})
+                     kube.NODES: nodes, kube.PODS: [], dcgm_live.DRA_SLICES: [], kube.RESOURCE_CLAIMS: [],
+                     kube.SUBJECT_ACCESS_REVIEWS: {"status": {"allowed": True}}})
     monkeypatch.setattr(dcgm_live.kube, "Kube", fake)
     entries = {e["node"]: e for e in health.read_simulated(spec(), "kubeconfig")}
     gpu_nodes = {n for n, s in expected.host_states(spec()).items() if s.gpu_count}
@@ -97,6 +105,37 @@ def test_the_local_worlds_exporter_is_read_from_the_cluster_as_its_process_serve
     assert down and all(e["text"] == "" and e["status"] == 503 and "cannot mount its metrics CSV" in e["error"]
                         for e in down)
     assert health.read_simulated(spec(), None) == []
+
+
+def test_the_simulated_exporter_with_dra_attribution_serves_nothing_until_its_informer_can_list(monkeypatch) -> None:
+    """As dcgm-exporter 4.5.1-4.8.0 waits for its v1beta1 ResourceSlice informer before serving: the version not
+    served, or its account not allowed to list and watch, is a 503 that names why; once allowed it serves."""
+    from gpucluster.simulator import dcgm_live
+
+    ns = spec().gpu_operator.namespace
+    assert spec().dcgm_dra_attribution
+    fake = FakeKube({kube.configmap(ns, DCGM_CONFIGMAP): {"data": {DCGM_CSV_KEY: dcgm_csv()}},
+                     kube.NODES: recorded("local-world").nodes, kube.PODS: [], dcgm_live.DRA_SLICES: None,
+                     kube.RESOURCE_CLAIMS: [], kube.SUBJECT_ACCESS_REVIEWS: {"status": {"allowed": False}}})
+    monkeypatch.setattr(dcgm_live.kube, "Kube", fake)
+    unserved = health.read_simulated(spec(), "kubeconfig")
+    assert unserved and all(e["status"] == 503 and "does not serve /apis/resource.k8s.io/v1beta1/resourceslices"
+                            in e["error"] for e in unserved)
+    fake.answers[dcgm_live.DRA_SLICES] = []
+    denied = health.read_simulated(spec(), "kubeconfig")
+    assert all(e["status"] == 503 and f"system:serviceaccount:{ns}:nvidia-dcgm-exporter may not list" in e["error"]
+               for e in denied)
+    review = fake.sent[-1][2]["spec"]
+    assert review["resourceAttributes"] == {"group": "resource.k8s.io", "version": "v1beta1",
+                                            "resource": "resourceslices", "verb": "list"}
+    fake.answers[kube.SUBJECT_ACCESS_REVIEWS] = {"status": {"allowed": True}}
+    served = health.read_simulated(spec(), "kubeconfig")
+    assert all(e["status"] == 0 and e["error"] == "" for e in served)
+    assert [b["spec"]["resourceAttributes"]["verb"] for _, _, b in fake.sent[-2:]] == ["list", "watch"]
+    off = spec().model_copy(deep=True)
+    off.gpu_operator.dcgm_exporter.dra_attribution = False
+    fake.answers[dcgm_live.DRA_SLICES] = None
+    assert all(e["status"] == 0 for e in health.read_simulated(off, "kubeconfig"))  # never asks without the env
 
 
 def test_exporter_pods_are_read_through_the_pod_proxy() -> None:

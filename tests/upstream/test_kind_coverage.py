@@ -80,6 +80,14 @@ PROOFS: dict[tuple[str, str], list[str]] = {
         "tests/promtool/test_promtool_rules.py::test_dashboard_queries_are_valid_promql",
         "tests/upstream/test_monitoring_upstream.py::test_no_rule_or_panel_reads_gpu_util_which_mig_instances_do_not_report",
     ],
+    ("ClusterRole", ""): [
+        "tests/upstream/test_monitoring_upstream.py::"
+        "test_dra_pools_get_the_exporters_dra_attribution_configured_as_upstream_needs_it",
+    ],
+    ("ClusterRoleBinding", ""): [
+        "tests/upstream/test_monitoring_upstream.py::"
+        "test_dra_pools_get_the_exporters_dra_attribution_configured_as_upstream_needs_it",
+    ],
     ("ConfigMap", "gpucluster-dcgm-metrics"): [
         "tests/upstream/test_gpu_operator_upstream.py::test_dcgm_metrics_configmap_key_is_the_one_the_operator_mounts",
         "tests/upstream/test_monitoring_upstream.py::test_csv_help_texts_and_types_are_the_exporters",

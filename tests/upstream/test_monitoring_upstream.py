@@ -20,8 +20,10 @@ from gpucluster.render import dashboard, gpu_operator, monitoring
 from gpucluster.simulator import ksm
 from gpucluster.simulator.dcgm import NodeExporter, devices_for, mig_instances
 from gpucluster.spec import load_spec, warnings_of
+from gpucluster.spec.validate.kubernetes import api_runtime_config
 
 REPO = Path(__file__).resolve().parents[2]
+LOCAL = REPO / "inventories" / "local"
 
 
 @pytest.fixture(scope="module")
@@ -196,19 +198,51 @@ def test_xid_is_matched_on_err_code_never_with_changes(local):
 
 
 # -- DRA, time-slicing, intervals ----------------------------------------------------------------
-def test_dra_pools_with_monitoring_are_flagged_at_validation(local):
-    # Was: nothing said that DRA-allocated GPUs are never attributed at the pinned versions.
+def test_dra_pools_get_the_exporters_dra_attribution_configured_as_upstream_needs_it(local):
+    # Was: a warning that DRA-allocated GPUs are never attributed, and nothing configured.
     assert versions.DCGM_EXPORTER == fact("dcgm-exporter", "operator-dcgm-exporter-version").removesuffix("-distroless")
     assert versions.DCGM_EXPORTER_DRA_API == fact("dcgm-exporter", "dra-resourceslice-api")
+    assert any(p.uses_dra and not p.sharing.mode.value.endswith("mig") for p in local.node_pools)
+    # the switch, unprefixed, on the exporter container through the operator's dcgmExporter.env
+    env = {e["name"]: e["value"] for e in gpu_operator.values(local)["dcgmExporter"]["env"]}
+    assert env[fact("dcgm-exporter", "dra-env")] == "true"
+    # the version its informer lists, served although Kubernetes keeps it off by default
     assert fact("dcgm-exporter", "k8s-resource-v1beta1-disabled-by-default") is True
-    assert any(p.uses_dra for p in local.node_pools)
-    warning = [w for w in warnings_of(local) if "KUBERNETES_ENABLE_DRA" in w.message]
-    assert len(warning) == 1
-    assert fact("dcgm-exporter", "dra-env") in warning[0].message
-    assert fact("dcgm-exporter", "dra-resourceslice-api") in warning[0].message
-    # and the env var is not set: with v1beta1 not served the exporter would wait for its informer
-    env = {e["name"] for e in gpu_operator.values(local)["dcgmExporter"]["env"]}
+    assert f"{fact('dcgm-exporter', 'dra-resourceslice-api')}/resourceslices=true" in api_runtime_config(local)
+    # cluster-wide read of ResourceSlices for the operator's exporter account (the exporter's own chart
+    # grants the same verbs; pods it reads through the kubelet, not the API, with pod labels off)
+    rbac = {o["kind"]: o for o in gpu_operator.objects(local) if o["apiVersion"].startswith("rbac.")}
+    chart = fact("dcgm-exporter", "dra-helm-chart-rbac")
+    assert rbac["ClusterRole"]["rules"] == [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+                                            "verbs": chart["verbs"]}]
+    assert rbac["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": fact("gpu-operator", "dcgm-exporter-service-account"),
+         "namespace": local.gpu_operator.namespace}]
+    # no whole-GPU warning; the MIG one names the key mismatch
+    messages = [w.message for w in warnings_of(local) if "DCGM" in w.message]
+    assert len(messages) == 1 and "MIG devices of DRA pools (a100-dra)" in messages[0], messages
+    assert "parent GPU's UUID" in messages[0] and "instance id" in messages[0]
+    assert "parent GPU UUID" in fact("dcgm-exporter", "dra-mig-key-mismatch")
+
+
+def test_a_dra_training_pool_beside_device_plugin_pools_validates_without_a_metrics_warning():
+    spec = load_spec(REPO / "tests" / "data" / "monitoring")  # train (device plugin) and train-dra (DRA, whole GPUs)
+    assert {p.name: p.uses_dra for p in spec.gpu_pools} == {"train": False, "train-dra": True}
+    assert spec.dcgm_dra_attribution and not warnings_of(spec)
+
+
+def test_without_dra_attribution_nothing_is_configured_and_validation_says_what_is_lost(tmp_path):
+    text = (LOCAL / "cluster.yaml").read_text()
+    assert "gpuOperator:\n  migStrategy: mixed\n" in text
+    (tmp_path / "cluster.yaml").write_text(text.replace(
+        "gpuOperator:\n", "gpuOperator:\n  dcgmExporter: {draAttribution: false}\n", 1))
+    spec = load_spec(tmp_path / "cluster.yaml")
+    env = {e["name"] for e in gpu_operator.values(spec)["dcgmExporter"]["env"]}
     assert fact("dcgm-exporter", "dra-env") not in env
+    assert not [o for o in gpu_operator.objects(spec) if o["apiVersion"].startswith("rbac.")]
+    assert not [r for r in api_runtime_config(spec) if "v1beta1" in r]
+    warning = [w for w in warnings_of(spec) if "KUBERNETES_ENABLE_DRA" in w.message]
+    assert len(warning) == 1 and warning[0].path == "gpuOperator.dcgmExporter.draAttribution"
 
 
 def test_no_dra_pool_no_dra_warning(lab):

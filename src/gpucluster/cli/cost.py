@@ -58,7 +58,9 @@ def _step(text: str) -> int:
               help="Also write the data read from Prometheus as a JSON snapshot (re-run offline later).")
 @click.option("--dra", is_flag=True,
               help="Also charge the GPUs that allocated DRA claims hold now, from their allocation time (read from "
-                   "the cluster; activity from Prometheus by GPU UUID when given, else unmeasured).")
+                   "the cluster; activity from Prometheus by GPU UUID when given, else unmeasured). With the "
+                   "exporter's DRA attribution on (gpuOperator.dcgmExporter.draAttribution, the default) whole "
+                   "GPUs are already in the recording rules, so only DRA MIG devices are added.")
 @options.cluster
 def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, start: str | None,
          end: str | None, step: str, output: str, save: Path | None, dra: bool, kubeconfig: Path | None,
@@ -88,9 +90,9 @@ def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, 
         if dra:
             from gpucluster.cost import dra as dra_cost
 
-            held = dra_cost.fetch(inventories.kubeconfig_for(spec, kubeconfig), context)
+            held = dra_cost.unmetered(spec, dra_cost.fetch(inventories.kubeconfig_for(spec, kubeconfig), context))
             usage += dra_cost.usage(held, t0, t1, dra_cost.prometheus_activity(prometheus))
-            source += " + the cluster's DRA claims"
+            source += " + the cluster's DRA claims" + dra_cost.which(spec)
         if save:
             data.save_snapshot(usage, save)
             click.echo(f"wrote snapshot {save} ({len(usage)} intervals)", err=True)
@@ -105,8 +107,9 @@ def cost(inventory: Path | None, prometheus: str | None, snapshot: Path | None, 
         if dra:
             from gpucluster.cost import dra as dra_cost
 
-            usage += dra_cost.usage(dra_cost.fetch(inventories.kubeconfig_for(spec, kubeconfig), context), t0, t1)
-            source += " + the cluster's DRA claims (activity unmeasured)"
+            held = dra_cost.unmetered(spec, dra_cost.fetch(inventories.kubeconfig_for(spec, kubeconfig), context))
+            usage += dra_cost.usage(held, t0, t1)
+            source += " + the cluster's DRA claims" + dra_cost.which(spec) + " (activity unmeasured)"
     rep = report.compute(usage, spec, t0, t1, source, spec_file)
     if output == "json":
         jsonout.emit_text(report.to_json(rep))

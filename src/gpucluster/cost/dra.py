@@ -1,8 +1,11 @@
 """GPU time of DRA pools for the cost report: what allocated ResourceClaims hold, from their allocation on.
 
-The DCGM exporter does not attribute DRA devices to pods (docs/observability.md, "DRA pools"), so the
-recording rules never see them. The claims do: verification's :func:`gpucluster.verify.dra_claims.held`
-lists every device an allocated claim holds, with its namespace and since when. Each becomes a
+With the exporter's DRA attribution (``gpuOperator.dcgmExporter.draAttribution``, the default) the
+recording rules count whole DRA GPUs like any other; DRA MIG devices they cannot tell apart
+(docs/observability.md, "DRA pools"), and with attribution off they see no DRA device at all. The
+claims see every one, so :func:`unmetered` keeps what the rules miss. The claims do: verification's
+:func:`gpucluster.verify.dra_claims.held` lists every device an allocated claim holds, with its namespace
+and since when. Each becomes a
 :class:`~gpucluster.cost.data.Usage` from its allocation time (clipped to the range) to the end of the
 range: a whole GPU counts 1, a MIG device its compute slices over the GPU's (as the recording rules count
 a MIG instance). Activity comes from the device's own DCGM series (``UUID`` label) when a Prometheus is
@@ -28,11 +31,22 @@ from gpucluster import catalog, kube
 from gpucluster.cost.data import Usage, parse_time
 from gpucluster.errors import GpuclusterError
 from gpucluster.render.monitoring import ACTIVITY
+from gpucluster.spec.model import ClusterSpec
 from gpucluster.verify.dra_claims import Held, held
 from gpucluster.verify.snapshot import Snapshot
 
 #: (uuid, start, end) -> average activity 0..1 over [start, end), or None when there is no series.
 Activity = Callable[[str, Decimal, Decimal], Decimal | None]
+
+
+def unmetered(spec: ClusterSpec, devices: list[Held]) -> list[Held]:
+    """The held devices the recording rules do not count: MIG devices, or all when attribution is off."""
+    return [h for h in devices if h.profile] if spec.dcgm_dra_attribution else devices
+
+
+def which(spec: ClusterSpec) -> str:
+    """What :func:`unmetered` keeps, for the report's source line."""
+    return " (MIG devices: whole GPUs are in the recording rules)" if spec.dcgm_dra_attribution else ""
 
 
 def share(h: Held) -> Decimal:

@@ -156,7 +156,11 @@ def _apiserver_args(layout: Layout) -> list[str]:
         # v1 is GA (and on by default) since 1.34; stated so a version bump that changes it fails loudly.
         # DeviceTaintRules at v1alpha3 (off by default): Volcano's scheduler watches them there
         # (gpucluster.spec.features.VOLCANO_TAINT_RULES_API says why); without them it never syncs.
-        "--runtime-config=resource.k8s.io/v1=true,resource.k8s.io/v1alpha3/devicetaintrules=true",
+        # ResourceSlices at v1beta1 (off by default): the DCGM exporter's DRA attribution watches them there
+        # (gpucluster.spec.features.DCGM_EXPORTER_SLICES_API), as a real cluster's API server serves them
+        # when the spec attributes DRA GPUs (spec.validate.kubernetes.api_runtime_config).
+        "--runtime-config=resource.k8s.io/v1=true,resource.k8s.io/v1alpha3/devicetaintrules=true,"
+        "resource.k8s.io/v1beta1/resourceslices=true",
         "--allow-privileged=true",
         # 127.0.0.1 is not a valid Endpoints address, so don't publish the apiserver as one.
         "--endpoint-reconciler-type=none",

@@ -12,7 +12,7 @@ import yaml
 
 from gpucluster.render.common import Obj, config_map
 from gpucluster.render.contract import Kind
-from gpucluster.render.monitoring import DCGM_CONFIGMAP, dcgm_metrics_configmap, exporter_env
+from gpucluster.render.monitoring import DCGM_CONFIGMAP, dcgm_metrics_configmap, exporter_dra_rbac, exporter_env
 from gpucluster.spec import mig as miglib
 from gpucluster.spec.model import ChartRef, ClusterSpec, NodePool, SharingMode
 
@@ -76,6 +76,7 @@ def objects(spec: ClusterSpec) -> list[Obj]:
         out.append(config_map(MIG_CONFIGMAP, ns, {"config.yaml": dump(mig_parted_config(spec))}))
     if spec.gpu_operator.dcgm_exporter.enabled:
         out.append(dcgm_metrics_configmap(ns))
+        out += exporter_dra_rbac(spec)
     return out
 
 

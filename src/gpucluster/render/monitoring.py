@@ -36,6 +36,15 @@ EXPORTER_PORT = 9400
 #: Target labels the Prometheus Operator adds to every ServiceMonitor target that collide with the
 #: exporter's pod attribution; dropped after the operator's relabelings (see :func:`service_monitor`).
 ATTRIBUTION_LABELS = ("namespace", "pod", "container")
+#: The exporter's switch for DRA attribution, and what it labels a DRA-held GPU's series with besides
+#: the pod (dcgm-exporter 4.5.1-4.8.0 pkg/cmd/app.go:329-333, internal/pkg/transformation/const.go:32-39).
+DRA_ENV = "KUBERNETES_ENABLE_DRA"
+DRA_LABELS = ("dra_claim_name", "dra_claim_namespace", "dra_driver_name", "dra_pool_name", "dra_device_name")
+DRA_MIG_LABELS = ("dra_mig_profile", "dra_mig_device_uuid")
+#: The exporter's ServiceAccount (gpu-operator v26.3.0 assets/state-dcgm-exporter/0100_service_account.yaml)
+#: and our ClusterRole that lets it read ResourceSlices.
+EXPORTER_ACCOUNT = "nvidia-dcgm-exporter"
+EXPORTER_DRA_ROLE = "gpucluster-dcgm-exporter-resourceslices"
 RULE_NAME = "gpucluster-gpu-alerts"
 ALERT_GROUP = "gpucluster.gpu.alerts"
 RECORDING_GROUP = "gpucluster.gpu.recording"
@@ -115,9 +124,35 @@ def exporter_env(spec: ClusterSpec) -> list[dict[str, str]]:
 
     ``DCGM_EXPORTER_INTERVAL`` (ms) makes the exporter collect as often as the ServiceMonitor
     scrapes it: its default is 30 s, so a 15 s scrape would read every value twice.
+    ``KUBERNETES_ENABLE_DRA`` (dcgm-exporter 4.5.1-4.8.0 ``pkg/cmd/app.go:329-333``; the operator at
+    v26.3.0 passes ``dcgmExporter.env`` through) names the pod of each DRA-allocated GPU
+    (``ClusterSpec.dcgm_dra_attribution``; the RBAC and API version it needs: :func:`exporter_dra_rbac`).
     """
-    return [{"name": "DCGM_EXPORTER_INTERVAL",
-             "value": str(duration_ms(spec.gpu_operator.dcgm_exporter.interval))}]
+    env = [{"name": "DCGM_EXPORTER_INTERVAL", "value": str(duration_ms(spec.gpu_operator.dcgm_exporter.interval))}]
+    if spec.dcgm_dra_attribution:
+        env.append({"name": DRA_ENV, "value": "true"})
+    return env
+
+
+def exporter_dra_rbac(spec: ClusterSpec) -> list[Obj]:
+    """What the exporter's ResourceSlice informer may read, granted to the operator's exporter account.
+
+    With ``KUBERNETES_ENABLE_DRA`` the exporter lists and watches every ResourceSlice (cluster-scoped) at
+    ``resource.k8s.io/v1beta1`` before it serves anything (dcgm-exporter 4.5.1-4.8.0
+    ``internal/pkg/transformation/dra.go:36-76``, reached from ``server.go:70`` at start). The operator's
+    own Role for it (gpu-operator v26.3.0 ``assets/state-dcgm-exporter/0200_role.yaml``) is namespaced:
+    configmaps and pods only. Read-only, ResourceSlices only.
+    """
+    if not spec.dcgm_dra_attribution:
+        return []
+    ns = spec.gpu_operator.namespace
+    rules = [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["get", "list", "watch"]}]
+    return [
+        obj("rbac.authorization.k8s.io/v1", "ClusterRole", EXPORTER_DRA_ROLE, rules=rules),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", EXPORTER_DRA_ROLE,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EXPORTER_DRA_ROLE},
+            subjects=[{"kind": "ServiceAccount", "name": EXPORTER_ACCOUNT, "namespace": ns}]),
+    ]
 
 
 def service_monitor(spec: ClusterSpec) -> Obj:
@@ -169,10 +204,24 @@ def _shared_nodes(spec: ClusterSpec) -> str:
 
 
 def held(spec: ClusterSpec, extra: str = "") -> str:
-    """GPUs and MIG instances the exporter attributes to a pod, outside shared pools."""
+    """GPUs and MIG instances the exporter attributes to a pod, outside shared pools: with DRA attribution
+    whole DRA GPUs too (DRA MIG devices never carry a pod: ``NodeExporter.attribute_dra`` in the simulator
+    says why; their GPU time comes from the claims, ``gpucluster cost --dra``)."""
     shared = _shared_nodes(spec)
     not_shared = f', node!~"{shared}"' if shared else ""
     return f'{ACTIVITY}{{namespace!="", pod!=""{extra}{not_shared}}}'
+
+
+def gpu_pods(spec: ClusterSpec) -> str:
+    """(namespace, pod) of pods that hold GPUs: those requesting a GPU resource (kube-state-metrics), and with
+    DRA attribution those the exporter names through a ResourceClaim: a pod that holds a claim requests no
+    ``nvidia.com/gpu``. Their namespace is taken from ``dra_claim_namespace`` (a claim is in its pod's
+    namespace), so a series whose ``namespace`` is not the workload's (a scrape that kept the exporter pod's
+    target labels) never qualifies itself."""
+    if not spec.dcgm_dra_attribution:
+        return _GPU_PODS
+    claimed = f'label_replace({ACTIVITY}{{dra_claim_name!=""}}, "namespace", "$1", "dra_claim_namespace", "(.+)")'
+    return f"({_GPU_PODS}\n  or group by (namespace, pod) ({claimed}))"
 
 
 def _pool_count_expr(spec: ClusterSpec) -> str:
@@ -211,7 +260,7 @@ def alert_rules(spec: ClusterSpec) -> list[dict]:
             # average) must stay low for the whole window before anyone is paged. The threshold is
             # a percentage, the activity a ratio: compare with threshold/100 (no rounding on our side).
             "expr": (f"avg_over_time({held_gpus}[{window}]) < {a.low_utilization_percent / 100!r}\n"
-                     f"and on (namespace, pod)\n{_GPU_PODS}"),
+                     f"and on (namespace, pod)\n{gpu_pods(spec)}"),
             "for": window,
             "labels": {"severity": "warning"},
             "annotations": {
@@ -277,7 +326,7 @@ def alert_rules(spec: ClusterSpec) -> list[dict]:
     rules.append({
         "alert": "GPUsAllocatedIdleInNamespace",
         "expr": (f"count by (namespace) (\n  avg_over_time({held_gpus}[{window}]) < {IDLE_PERCENT / 100!r}\n"
-                 f"  and on (namespace, pod)\n  {_GPU_PODS}\n) >= {a.idle_namespace_gpus}"),
+                 f"  and on (namespace, pod)\n  {gpu_pods(spec)}\n) >= {a.idle_namespace_gpus}"),
         "for": window,
         "labels": {"severity": "info"},
         "annotations": {"summary": "{{ $value }} GPUs allocated to {{ $labels.namespace }} are idle",
@@ -334,8 +383,14 @@ def _allocation(spec: ClusterSpec) -> tuple[str, str]:
     whole = held(spec, ', GPU_I_PROFILE=""')
     mig = _mig_with_slices(f'{ACTIVITY}{{namespace!="", pod!="", GPU_I_PROFILE!=""}}')
     on_share = f"on (modelName, mig_compute_slices) group_left {MIG_SHARE}"
-    allocated = [f"({whole} * 0 + 1)", f"({mig} * 0 + {on_share})"]
-    used = [f"{whole}", f"({mig} * {on_share})"]
+    if spec.dcgm_dra_attribution:
+        # A DRA claim several pods share is one series per pod: a GPU counts once per namespace.
+        one = "max by (namespace, modelName, node, gpu) "
+        allocated = [f"{one}({whole} * 0 + 1)", f"({mig} * 0 + {on_share})"]
+        used = [f"{one}({whole})", f"({mig} * {on_share})"]
+    else:
+        allocated = [f"({whole} * 0 + 1)", f"({mig} * 0 + {on_share})"]
+        used = [f"{whole}", f"({mig} * {on_share})"]
     shared = _shared_nodes(spec)
     if shared:
         requests = (f'kube_pod_container_resource_requests{{resource=~"nvidia_com_gpu|nvidia_com_gpu_shared", '

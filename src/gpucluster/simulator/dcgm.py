@@ -134,6 +134,8 @@ class Gpu:
     instances: list[Instance] = field(default_factory=list)
     values: dict[str, float] = field(default_factory=dict)
     pod: dict[str, str] = field(default_factory=dict)
+    #: DRA holders of the GPU or of a MIG device on it (``KUBERNETES_ENABLE_DRA``): one series copy each.
+    dra: list[dict[str, str]] = field(default_factory=list)
 
     def instance(self, gi: int) -> Instance:
         for inst in self.instances:
@@ -214,6 +216,21 @@ class NodeExporter:
             target: Gpu | Instance = g.instance(instance) if instance is not None else g
             target.pod = {k: str((holder or {}).get(k, "")) for k in ATTRIBUTION}
 
+    def attribute_dra(self, holders: Mapping[str, Sequence[Mapping[str, str]]]) -> None:
+        """DRA holders by GPU UUID (a MIG device's under its parent's), replacing the previous ones.
+
+        As dcgm-exporter 4.5.1-4.8.0 with ``KUBERNETES_ENABLE_DRA`` (``internal/pkg/transformation/
+        kubernetes.go:331-395``): every series of a GPU whose UUID some container's claim holds is served
+        once per holder, with ``pod``/``namespace``/``container`` and the ``dra_*`` labels of that claim's
+        device. The lookup key of a MIG instance's series is ``<gpu>-<instance id>``, never a UUID
+        (``internal/pkg/collector/types.go:80-83``), while a DRA MIG device is keyed by its parent's UUID
+        (``dra.go`` GetDeviceInfo): instance series never match, so DRA MIG devices are not attributed
+        (fact ``dra-mig-key-mismatch``).
+        """
+        with self._lock:
+            for g in self._gpus.values():
+                g.dra = [dict(h) for h in holders.get(g.uuid, [])]
+
     def load_knobs(self, knobs: Mapping[str, Mapping[str, float]]) -> None:
         """Replace every knob of the node: ``{"0": {...}, "0/3": {...}}`` (GPU, or GPU/instance id).
 
@@ -271,14 +288,15 @@ class NodeExporter:
                 rows = []
                 for g in sorted(self._gpus.values(), key=lambda g: g.index):
                     entities: list[Instance | None] = [*g.instances] or [None]
-                    rows += [row for inst in entities if (row := self._row(c.field, g, inst, label_fields))]
+                    for inst in entities:
+                        rows += self._rows(c.field, g, inst, label_fields)
                 if rows:
                     out += [f"# HELP {c.field} {c.help}", f"# TYPE {c.field} {c.kind}", *rows]
         return "\n".join(out) + "\n"
 
-    def _row(self, name: str, g: Gpu, inst: Instance | None, label_fields: list[str]) -> str | None:
+    def _rows(self, name: str, g: Gpu, inst: Instance | None, label_fields: list[str]) -> list[str]:
         if inst is not None and name in NOT_PER_INSTANCE:
-            return None  # unsupported for GPU instances: the exporter skips blank values
+            return []  # unsupported for GPU instances: the exporter skips blank values
         per_instance = inst is not None and name.startswith(PER_INSTANCE_PREFIXES)
         value = self._value(name, g, inst if per_instance else None)
         labels = [("gpu", str(g.index)), ("UUID", g.uuid), ("pci_bus_id", g.pci_bus_id),
@@ -297,9 +315,14 @@ class NodeExporter:
         holder = (inst or g).pod
         if holder.get("pod"):
             attrs |= {k: holder.get(k, "") for k in ATTRIBUTION} | {"pod_uid": ""}
-        labels += sorted(attrs.items())
-        body = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-        return f"{name}{{{body}}} {_format(name, value)}"
+        # the device plugin's attribution, then DRA's copies: whole-GPU series only (see attribute_dra)
+        copies = [attrs | h for h in g.dra] if g.dra and inst is None else [attrs]
+        text = _format(name, value)
+        out = []
+        for a in copies:
+            body = ",".join(f'{k}="{_escape(v)}"' for k, v in [*labels, *sorted(a.items())])
+            out.append(f"{name}{{{body}}} {text}")
+        return out
 
     @staticmethod
     def _value(name: str, g: Gpu, inst: Instance | None) -> float:

@@ -8,9 +8,11 @@ renamed) or ``nvidia.com/mig-<profile>``, lowest index first, and keeps them whi
 
 On a time-sliced or MPS node a GPU is ``replicas`` devices (``<uuid>::<n>``); the exporter collapses
 them to the GPU and names whichever holder the kubelet lists last, so here the holder that sorts
-last (namespace, pod, container) wins: arbitrary, as upstream. Pods whose GPUs come from DRA
-ResourceClaims hold nothing here: the exporter attributes those only with ``KUBERNETES_ENABLE_DRA``,
-which gpucluster does not set.
+last (namespace, pod, container) wins: arbitrary, as upstream.
+
+Pods whose GPUs come from DRA ResourceClaims hold no plugin device; the kubelet lists their claims'
+devices as ``DynamicResources`` instead, which the exporter reads only with ``KUBERNETES_ENABLE_DRA``:
+:func:`dra_holders` plays both (the kubelet's list, the exporter's ResourceSlice lookup).
 """
 
 from __future__ import annotations
@@ -122,4 +124,109 @@ def attribution(allocations: Mapping[str, list[tuple[Holder, Unit]]]) -> dict[De
             if current is None or (holder.namespace, holder.pod, holder.container) > (
                     current.namespace, current.pod, current.container):
                 out[unit.device] = holder
+    return out
+
+
+#: The driver whose devices the exporter attributes (dcgm-exporter 4.5.1-4.8.0 ``transformation/const.go``
+#: DRAGPUDriverName; ``kubernetes.go:463`` skips every other driver).
+DRA_GPU_DRIVER = "gpu.nvidia.com"
+
+
+def _running(pod: Mapping[str, Any], node: str) -> bool:
+    return ((pod.get("spec") or {}).get("nodeName") == node and (pod.get("status") or {}).get("phase") == "Running"
+            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _string_attr(attrs: Mapping[str, Any], key: str) -> str:
+    value = (attrs.get(key) or {}).get("string")
+    return value if isinstance(value, str) else ""
+
+
+def slice_devices(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
+    """(pool, device) -> (UUID the exporter keys it by, MIG labels), from ``resource.k8s.io/v1beta1`` slices.
+
+    As the exporter's informer (dcgm-exporter 4.5.1-4.8.0 ``internal/pkg/transformation/dra.go``
+    onAddOrUpdate): slices of ``gpu.nvidia.com`` only; a device without ``basic`` attributes is skipped;
+    ``type`` ``gpu`` maps to its ``uuid``, ``mig`` to its ``parentUUID`` (with ``profile`` and its own
+    ``uuid``) and only when the parent is named; any other type is skipped.
+    """
+    out: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != DRA_GPU_DRIVER:
+            continue
+        pool = (spec.get("pool") or {}).get("name", "")
+        for dev in spec.get("devices") or []:
+            attrs = (dev.get("basic") or {}).get("attributes")
+            if not attrs:
+                continue
+            kind = _string_attr(attrs, "type")
+            if kind == "gpu" and _string_attr(attrs, "uuid"):
+                out[(pool, dev["name"])] = (_string_attr(attrs, "uuid"), {})
+            elif kind == "mig" and _string_attr(attrs, "parentUUID"):
+                out[(pool, dev["name"])] = (_string_attr(attrs, "parentUUID"), {
+                    "dra_mig_profile": _string_attr(attrs, "profile"),
+                    "dra_mig_device_uuid": _string_attr(attrs, "uuid")})
+    return out
+
+
+def _container_claims(pod: Mapping[str, Any], container: Mapping[str, Any]) -> list[str]:
+    """Names of the ResourceClaims one container uses, as the kubelet resolves them
+    (k8s.io/kubernetes v1.37.2 ``pkg/kubelet/cm/dra/manager.go`` GetContainerClaimInfos): the pod's claims
+    the container names (a template's claim through ``status.resourceClaimStatuses``), then the pod's
+    extended-resource claim when one of its request mappings names the container."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    used = {c.get("name") for c in (container.get("resources") or {}).get("claims") or []}
+    generated = {c.get("name"): c.get("resourceClaimName") for c in status.get("resourceClaimStatuses") or []}
+    out = []
+    for rc in spec.get("resourceClaims") or []:
+        if rc.get("name") not in used:
+            continue
+        name = rc.get("resourceClaimName") or generated.get(rc.get("name"))
+        if name:
+            out.append(name)
+    extended = status.get("extendedResourceClaimStatus") or {}
+    if any(m.get("containerName") == container.get("name") for m in extended.get("requestMappings") or []):
+        if extended.get("resourceClaimName"):
+            out.append(extended["resourceClaimName"])
+    return out
+
+
+def dra_holders(node: str, pods: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]],
+                devices: Mapping[tuple[str, str], tuple[str, dict[str, str]]]) -> dict[str, list[dict[str, str]]]:
+    """GPU UUID -> one label set per container whose claims hold a device of that GPU on ``node``.
+
+    The kubelet lists, per container of a running pod, every device its claims were prepared with
+    (``pkg/kubelet/cm/container_manager_linux.go`` GetDynamicResources: all results of a claim, whichever
+    request); the exporter keeps ``gpu.nvidia.com`` devices it can find in ResourceSlices, once per
+    (pod, namespace, container) and GPU (``kubernetes.go:442-520``) with the labels of ``const.go:32-39``.
+    """
+    by_name = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims}
+    out: dict[str, list[dict[str, str]]] = {}
+    seen: set[tuple[str, str, str, str]] = set()
+    running = sorted((p for p in pods if _running(p, node)),
+                     key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+    for pod in running:
+        meta = pod["metadata"]
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            for claim_name in _container_claims(pod, container):
+                claim = by_name.get((meta["namespace"], claim_name))
+                results = ((((claim or {}).get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+                    "results") or []
+                for r in results:
+                    if r.get("driver") != DRA_GPU_DRIVER:
+                        continue
+                    found = devices.get((r.get("pool", ""), r.get("device", "")))
+                    if found is None:
+                        continue  # "No UUID for pool/device": not attributed
+                    uuid, mig = found
+                    key = (uuid, meta["name"], meta["namespace"], container["name"])
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    out.setdefault(uuid, []).append({
+                        "pod": meta["name"], "namespace": meta["namespace"], "container": container["name"],
+                        "dra_claim_name": claim_name, "dra_claim_namespace": meta["namespace"],
+                        "dra_driver_name": DRA_GPU_DRIVER, "dra_pool_name": r.get("pool", ""),
+                        "dra_device_name": r.get("device", ""), **mig})
     return out

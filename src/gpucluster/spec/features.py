@@ -137,3 +137,8 @@ def volcano_gates(used: list[str]) -> list[str]:
         if Stage.ABSENT not in stages and any(s in (Stage.ALPHA, Stage.BETA_OFF) for s in stages):
             out.append(f.gate)
     return sorted(out)
+#: The DCGM exporter with ``KUBERNETES_ENABLE_DRA`` watches ResourceSlices at ``resource.k8s.io/v1beta1`` only
+#: (dcgm-exporter 4.5.1-4.8.0 ``internal/pkg/transformation/dra.go:43``), and waits for that informer before it
+#: serves anything (``server.go:70``). Kubernetes 1.37 keeps that version but off by default
+#: (k8s.io/kubernetes v1.37.2 ``pkg/controlplane/instance.go``, betaAPIGroupVersionsDisabledByDefault).
+DCGM_EXPORTER_SLICES_API = "resource.k8s.io/v1beta1/resourceslices"

@@ -395,6 +395,13 @@ class DcgmExporter(Model):
     enabled: bool = True
     service_monitor: bool = True
     interval: Duration = "15s"
+    dra_attribution: bool = Field(
+        default=True,
+        description="On DRA pools, name the pod and namespace of each ResourceClaim's GPU in its metrics: sets "
+                    "the exporter's KUBERNETES_ENABLE_DRA, lets it read ResourceSlices, and has the API server serve "
+                    "them at resource.k8s.io/v1beta1 (the version the pinned exporter watches). Off: DRA GPUs carry "
+                    "no pod in their metrics, and cost and the pod alerts do not see them.",
+    )
 
 
 class GpuOperator(Model):
@@ -765,3 +772,10 @@ class ClusterSpec(Model):
     @property
     def gpu_pools(self) -> list[NodePool]:
         return [p for p in self.node_pools if p.gpu is not None]
+
+    @property
+    def dcgm_dra_attribution(self) -> bool:
+        """Whether the DCGM exporter attributes DRA-allocated GPUs to pods: asked for, and a DRA pool exists."""
+        g = self.gpu_operator
+        return (g.enabled and g.dcgm_exporter.enabled and g.dcgm_exporter.dra_attribution and self.dra.enabled
+                and any(p.uses_dra for p in self.gpu_pools))

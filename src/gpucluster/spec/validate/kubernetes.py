@@ -50,11 +50,14 @@ def component_feature_gates(spec: ClusterSpec) -> dict[str, bool]:
 
 def api_runtime_config(spec: ClusterSpec) -> list[str]:
     """The API versions the API server must serve for the spec's DRA features (``--runtime-config``),
-    Volcano's view of DeviceTaintRules included when Volcano schedules with device taints on."""
+    Volcano's view of DeviceTaintRules included when Volcano schedules with device taints on, and the DCGM
+    exporter's view of ResourceSlices when it attributes DRA GPUs."""
     used = used_features(spec)
     out = features.runtime_config(spec.kubernetes.minor[1], used)
     if spec.scheduling.volcano.enabled and "DRADeviceTaints" in features.volcano_gates(used):
         out = sorted({*out, f"{features.VOLCANO_TAINT_RULES_API}=true"})
+    if spec.dcgm_dra_attribution:
+        out = sorted({*out, f"{features.DCGM_EXPORTER_SLICES_API}=true"})
     return out
 
 
