@@ -231,6 +231,23 @@ def test_a_dra_training_pool_beside_device_plugin_pools_validates_without_a_metr
     assert spec.dcgm_dra_attribution and not warnings_of(spec)
 
 
+@pytest.mark.parametrize(("chart", "warned"), [("v26.3.0", False), ("v26.3.1", False), ("v26.3.2", True),
+                                               ("v26.7.0", True)])
+def test_an_operator_whose_exporter_has_no_token_is_named_for_dra_attribution(tmp_path, chart, warned):
+    # Pin review: from v26.3.2 the exporter DaemonSet mounts no ServiceAccount token for KUBERNETES_ENABLE_DRA.
+    from gpucluster.spec.validate.monitoring import OPERATOR_WITHOUT_EXPORTER_TOKEN
+
+    assert f"v{OPERATOR_WITHOUT_EXPORTER_TOKEN}" == fact("gpu-operator", "exporter-token-off-from")
+    text = (LOCAL / "cluster.yaml").read_text()
+    pinned = versions.CHARTS["gpu-operator"]
+    (tmp_path / "cluster.yaml").write_text(text.replace("gpuOperator:\n", (
+        f"gpuOperator:\n  chart: {{chart: {pinned.name}, repository: '{pinned.repository}', version: {chart}}}\n"), 1))
+    spec = load_spec(tmp_path / "cluster.yaml")
+    assert spec.gpu_operator.chart.version == chart
+    named = [w for w in warnings_of(spec) if w.path == "gpuOperator.chart.version" and "token" in w.message]
+    assert bool(named) is warned, [w.message for w in warnings_of(spec)]
+
+
 def test_without_dra_attribution_nothing_is_configured_and_validation_says_what_is_lost(tmp_path):
     text = (LOCAL / "cluster.yaml").read_text()
     assert "gpuOperator:\n  migStrategy: mixed\n" in text

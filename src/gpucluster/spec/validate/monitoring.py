@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from gpucluster import versions
+from gpucluster import semver, versions
 from gpucluster.spec.model import ClusterSpec, SharingMode
 from gpucluster.spec.validate.common import Collector
 
 MIG_MODES = (SharingMode.mig, SharingMode.dynamic_mig)
+#: From this GPU Operator release on, the exporter's DaemonSet does not mount its ServiceAccount token
+#: (NVIDIA/gpu-operator v26.3.2 assets/state-dcgm-exporter/0800_daemonset.yaml:27) unless pod labels or UIDs
+#: are on (controllers/object_controls.go:1875-1878): KUBERNETES_ENABLE_DRA alone then has no credentials,
+#: and the exporter only logs "Failed to get in-cluster config" (dcgm-exporter 4.5.1-4.8.0
+#: internal/pkg/transformation/kubernetes.go:107-110).
+OPERATOR_WITHOUT_EXPORTER_TOKEN = "26.3.2"
 
 
 def check(spec: ClusterSpec, c: Collector) -> None:
@@ -26,6 +32,20 @@ def check(spec: ClusterSpec, c: Collector) -> None:
                "set gpuOperator.dcgmExporter.draAttribution: true (the default), or bill DRA GPUs with "
                "`gpucluster cost --dra` (docs/observability.md, \"DRA pools\")")
         return
+    chart = spec.gpu_operator.chart.version
+    try:
+        tokenless = semver.compare(semver.parse(chart, normalize=True),
+                                   semver.parse(OPERATOR_WITHOUT_EXPORTER_TOKEN)) >= 0
+    except ValueError:
+        tokenless = False  # the chart checks report a version that does not parse
+    if tokenless:
+        c.warn("gpuOperator.chart.version",
+               f"GPU Operator {chart} runs the DCGM exporter without its ServiceAccount token (from "
+               f"v{OPERATOR_WITHOUT_EXPORTER_TOKEN} on, unless pod labels or UIDs are on), so the DRA attribution "
+               "gpucluster configures gets no credentials and DRA GPUs carry no pod or namespace; gpucluster "
+               f"proves the attribution with {versions.CHARTS['gpu-operator'].version}",
+               f"keep gpuOperator.chart.version at {versions.CHARTS['gpu-operator'].version}, or set "
+               "gpuOperator.dcgmExporter.draAttribution: false and bill DRA GPUs with `gpucluster cost --dra`")
     mig = [(i, p) for i, p in dra if p.sharing.mode in MIG_MODES]
     if mig:
         c.warn(f"nodePools[{mig[0][0]}].sharing.mode",
