@@ -78,6 +78,7 @@ def _get(kc: Kube, obj: dict):
               "ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules",
               "ResourceQuota": "resourcequotas", "LimitRange": "limitranges", "Queue": "queues",
               "RoleBinding": "rolebindings", "Role": "roles", "ConfigMap": "configmaps",
+              "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
               "Namespace": "namespaces", "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
               "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}[obj["kind"]]
     ns = obj["metadata"].get("namespace")
