@@ -96,9 +96,15 @@ def test_ctrl_c_during_the_platform_stack_stops_cleanly_and_the_next_up_finishes
 def test_a_second_up_on_the_same_state_names_the_first(world_dir: Path) -> None:
     first = gpucluster("up", "-i", str(LOCAL), "--world-dir", str(world_dir), "--no-verify")
     try:
-        lock = world_dir / "pulumi" / ".lock"
-        wait_for("the first run to hold the stack state",
-                 lambda: lock.exists() and f'"pid": {first.pid}' in lock.read_text(), timeout=120, every=0.1)
+        lock, world_lock = world_dir / "pulumi" / ".lock", world_dir / ".lock"
+
+        def holds(path: Path) -> bool:
+            return path.exists() and f'"pid": {first.pid}' in path.read_text()
+        # `up` takes the stack state's lock, then the world's (flow.py): stopped between the two, or while it
+        # writes its name into the world's lock, `local down` below would find the world held by "another
+        # process" (CI saw exactly that once); so both must name it before it is paused.
+        wait_for("the first run to hold the stack state and the world", lambda: holds(lock) and holds(world_lock),
+                 timeout=120, every=0.1)
         # A converged re-run holds the lock for a few seconds only (unchanged stacks are not run): the
         # first run is paused while it holds it, so the second meets it however fast the first would be.
         os.kill(first.pid, signal.SIGSTOP)
