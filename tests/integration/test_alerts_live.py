@@ -85,6 +85,21 @@ def dra_claim_and_pod() -> list[dict[str, Any]]:
     return [claim, pod]
 
 
+def wait_running(lw: Cluster, pod: str, node: str) -> None:
+    """Wait until the tenant's ``pod`` is bound to ``node`` by the real scheduler and Running."""
+    wait_for(f"{pod} bound to {node} and Running", lambda: (
+        (p := lw.get("pod", pod, "-n", TENANT))["spec"].get("nodeName") == node
+        and p["status"].get("phase") == "Running"), timeout=60)
+
+
+def held_rows(stack: dict[str, Any], node: str, pod: str) -> list[str]:
+    """The activity lines the simulated exporter of ``node`` serves for ``pod`` (scraped directly)."""
+    url = f"http://127.0.0.1:{stack['settings']['exporter_ports'][node]}/metrics"
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return [line for line in text.splitlines()
+            if line.startswith(monitoring.ACTIVITY + "{") and f'pod="{pod}"' in line]
+
+
 def api(base: str, path: str, **params: str) -> Any:
     url = f"{base}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
     with urllib.request.urlopen(url, timeout=10) as resp:
@@ -112,17 +127,10 @@ def stack(lw: Cluster) -> Iterator[dict[str, Any]]:
 
 def test_the_tenant_pods_gpu_reaches_prometheus_with_the_tenants_labels(stack: dict[str, Any], lw: Cluster) -> None:
     lw.apply(tenant_pod())
-    wait_for("the tenant pod bound and Running", lambda: (
-        (p := lw.get("pod", POD, "-n", TENANT))["spec"].get("nodeName") == NODE
-        and p["status"].get("phase") == "Running"), timeout=60)
+    wait_running(lw, POD, NODE)
     # The simulated exporter of that node names the pod on exactly one GPU, in its own labels.
-    url = f"http://127.0.0.1:{stack['settings']['exporter_ports'][NODE]}/metrics"
-
-    def held() -> list[str]:
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
-        return [line for line in text.splitlines()
-                if line.startswith(monitoring.ACTIVITY + "{") and f'pod="{POD}"' in line]
-    rows = wait_for("the exporter attributing a GPU to the tenant pod", held, timeout=30)
+    rows = wait_for("the exporter attributing a GPU to the tenant pod", lambda: held_rows(stack, NODE, POD),
+                    timeout=30)
     assert len(rows) == 1 and f'namespace="{TENANT}"' in rows[0] and 'container="main"' in rows[0]
     stack["gpu"] = rows[0].split('gpu="')[1].split('"')[0]
 
@@ -153,18 +161,10 @@ def test_the_tenant_pods_gpu_reaches_prometheus_with_the_tenants_labels(stack: d
 def test_a_tenants_dra_claim_reaches_prometheus_with_the_tenants_and_the_claims_labels(
         stack: dict[str, Any], lw: Cluster) -> None:
     lw.apply(*dra_claim_and_pod())
-    wait_for("the DRA tenant pod bound and Running", lambda: (
-        (p := lw.get("pod", DRA_POD, "-n", TENANT))["spec"].get("nodeName") == DRA_NODE
-        and p["status"].get("phase") == "Running"), timeout=60)
-    stack["dra_running"] = time.time()
+    wait_running(lw, DRA_POD, DRA_NODE)
     (result,) = lw.get("resourceclaim", DRA_CLAIM, "-n", TENANT)["status"]["allocation"]["devices"]["results"]
-    url = f"http://127.0.0.1:{stack['settings']['exporter_ports'][DRA_NODE]}/metrics"
-
-    def held() -> list[str]:
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
-        return [line for line in text.splitlines()
-                if line.startswith(monitoring.ACTIVITY + "{") and f'pod="{DRA_POD}"' in line]
-    rows = wait_for("the exporter attributing the claim's GPU to the pod", held, timeout=30)
+    rows = wait_for("the exporter attributing the claim's GPU to the pod", lambda: held_rows(stack, DRA_NODE, DRA_POD),
+                    timeout=30)
     assert len(rows) == 1, rows
     for label in (f'namespace="{TENANT}"', 'container="main"', f'dra_claim_name="{DRA_CLAIM}"',
                   f'dra_claim_namespace="{TENANT}"', 'dra_driver_name="gpu.nvidia.com"',
