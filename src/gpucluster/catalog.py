@@ -131,3 +131,48 @@ def catalog() -> dict[str, GpuModel]:
 
 def get(model: str) -> GpuModel:
     return catalog()[model]
+
+
+# -- server platforms: where each GPU sits on PCIe (data/platforms.yaml) -------------------------------
+
+
+@dataclass(frozen=True)
+class PlatformGpu:
+    """One GPU slot of a platform, as the NVIDIA DRA driver would see it (values cited in platforms.yaml)."""
+
+    pci_bus_id: str  # resource.kubernetes.io/pciBusID
+    numa_node: int
+    pcie_root: str  # resource.kubernetes.io/pcieRoot
+    rail_nic: str  # the ConnectX device under the same host bridge (mlx5_N)
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A server platform's cited PCIe/NUMA layout: GPU ``i`` (NVML index and DRA minor) is ``gpus[i]``."""
+
+    key: str
+    description: str
+    models: tuple[str, ...]
+    gpus: tuple[PlatformGpu, ...]
+    nic_roots: dict[str, str]
+    #: Where each kind of value comes from (pciBusID, numaNode, railNic, pcieRoot).
+    sources: tuple[tuple[str, str], ...] = ()
+
+
+@cache
+def platforms() -> dict[str, Platform]:
+    """Every platform with a cited layout, by key (``dgx-h100``)."""
+    out = {}
+    for key, raw in _data("platforms.yaml")["platforms"].items():
+        gpus = tuple(PlatformGpu(pci_bus_id=g["pciBusID"], numa_node=int(g["numaNode"]), pcie_root=g["pcieRoot"],
+                                 rail_nic=g["railNic"]["name"]) for g in raw["gpus"])
+        out[key] = Platform(key=key, description=raw["description"], models=tuple(raw["models"]), gpus=gpus,
+                            nic_roots=dict(raw.get("nicRoots") or {}),
+                            sources=tuple(sorted((k, str(v)) for k, v in (raw.get("sources") or {}).items())))
+    return out
+
+
+def platform(key: str | None) -> Platform | None:
+    """The platform ``key`` (a pool's ``gpu.platform``), or None for none or an unknown key (validation refuses
+    those). A GPU model alone implies no layout: boards of one GPU differ between vendors."""
+    return platforms().get(key) if key else None

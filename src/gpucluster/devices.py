@@ -9,8 +9,9 @@ what it publishes from upstream facts and code, so the two sides of a check neve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from gpucluster import catalog
 from gpucluster import labels as L
 from gpucluster.catalog import GpuModel
 from gpucluster.upstream import counter_set_name, mig_name_part, mig_resource, shares_gpus
@@ -36,6 +37,10 @@ class Device:
     #: Dynamic MIG (partitionable devices): the device is one possible placement (MIG) or the whole GPU,
     #: and consumes the memory slices ``starts[0] .. starts[0]+slices-1`` of ``gpu-<minor>-counter-set``.
     dynamic: bool = False
+    #: ``resource.kubernetes.io/pciBusID`` and ``pcieRoot`` of the device's GPU (a MIG device's are its
+    #: parent's) where the catalog cites the platform's layout (:func:`gpu_topology`); None: not predicted.
+    pci_bus_id: str | None = None
+    pcie_root: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,8 +125,19 @@ def dra_counter_sets(model: GpuModel, count: int) -> dict[str, dict[str, int]]:
     return {counter_set_name(i): dict(counters) for i in range(count)}
 
 
+def gpu_topology(platform_key: str | None, count: int) -> list[tuple[str | None, str | None]]:
+    """Per GPU of a node with ``count`` GPUs on platform ``platform_key`` (the pool's ``gpu.platform``): the
+    (pciBusID, pcieRoot) the DRA driver publishes, from the platform layout the catalog cites
+    (data/platforms.yaml), or (None, None) without a platform or with more GPUs than it holds. GPU ``i`` is
+    the platform's slot ``i`` (NVML orders GPUs by bus ID, and the cited slots are in that order)."""
+    platform = catalog.platform(platform_key)
+    if platform is None or count > len(platform.gpus):
+        return [(None, None)] * count
+    return [(g.pci_bus_id, g.pcie_root) for g in platform.gpus[:count]]
+
+
 def dra_devices(model: GpuModel, count: int, mig: dict[str, int] | None = None,
-                dynamic: bool = False) -> list[Device]:
+                dynamic: bool = False, platform: str | None = None) -> list[Device]:
     """The devices the DRA driver publishes for one node: whole GPUs, or (static MIG) only the MIG
     devices on them (fact mig-static-parent-not-published); with ``dynamic`` (DynamicMIG on a GPU that
     toggles MIG mode itself) the whole GPU and one device per placement of every profile (fact
@@ -137,7 +153,7 @@ def dra_devices(model: GpuModel, count: int, mig: dict[str, int] | None = None,
                                   product_name=model.product_name, memory_bytes=p.memory_mib * 2**20,
                                   profile=profile, starts=(start,), slices=p.memory, dynamic=True)
                            for start in p.starts)
-        return out
+        return _placed(out, gpu_topology(platform, count))
     for i in range(count):
         if mig and model.mig:
             for profile, n in sorted(mig.items()):
@@ -148,4 +164,9 @@ def dra_devices(model: GpuModel, count: int, mig: dict[str, int] | None = None,
         else:
             out.append(Device(name=f"gpu-{i}", type="gpu", gpu=i, product_name=model.product_name,
                               memory_bytes=model.memory_bytes))
-    return out
+    return _placed(out, gpu_topology(platform, count))
+
+
+def _placed(devs: list[Device], topology: list[tuple[str | None, str | None]]) -> list[Device]:
+    """The devices with their GPU's PCI attributes (MIG devices take the parent's, mig.go:176-182)."""
+    return [replace(d, pci_bus_id=topology[d.gpu][0], pcie_root=topology[d.gpu][1]) for d in devs]

@@ -62,6 +62,8 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
         out[host.name] = state
         if host.name in control_planes:
             state.labels[L.CONTROL_PLANE] = ""
+        # the host's fabric domain per tier (docs/topology.md), as the spec states it
+        state.labels.update({f"{L.TOPOLOGY_PREFIX}{tier}": domain for tier, domain in host.topology.items()})
         if pool is None:
             continue
         state.labels[L.POOL] = pool.name
@@ -90,7 +92,8 @@ def host_states(spec: ClusterSpec) -> dict[str, HostState]:
         state.resources.update(resources)
         if pool.uses_dra:
             dynamic = shares.mode == "dynamic-mig" and model.mig is not None
-            state.devices = devices.dra_devices(model, pool.gpu.count, shares.mig, dynamic=dynamic)
+            state.devices = devices.dra_devices(model, pool.gpu.count, shares.mig, dynamic=dynamic,
+                                                platform=pool.gpu.platform)
             if dynamic:
                 state.counter_sets = devices.dra_counter_sets(model, pool.gpu.count)
     return out

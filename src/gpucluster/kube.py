@@ -46,6 +46,7 @@ RESOURCE_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 #: DeviceTaintRules where Kubernetes 1.37 serves them (1.36: v1beta2, see gpucluster.spec.features).
 DEVICE_TAINT_RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 VOLCANO_QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+VOLCANO_HYPERNODES = "/apis/topology.volcano.sh/v1alpha1/hypernodes"
 PROMETHEUS_RULES = "/apis/monitoring.coreos.com/v1/prometheusrules"
 NIC_CLUSTER_POLICIES = "/apis/mellanox.com/v1alpha1/nicclusterpolicies"
 ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"

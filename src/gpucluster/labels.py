@@ -21,6 +21,9 @@ QUEUE_CAPABILITY = "gpucluster.dev/queue-capability-gpus"
 #: PriorityClasses the tenant may use, comma-separated (tenants cannot edit their Namespace).
 ALLOWED_DEVICE_CLASSES = "gpucluster.dev/allowed-device-classes"
 ALLOWED_PRIORITY_CLASSES = "gpucluster.dev/allowed-priority-classes"
+#: Node label prefix: ``gpucluster.dev/topology-<tier>=<domain>``, the host's domain at each fabric tier of
+#: the spec's ``topology.tiers`` (the tier-1 HyperNodes select nodes by it).
+TOPOLOGY_PREFIX = "gpucluster.dev/topology-"
 #: DeviceClass annotation: the spec's description of the class.
 DESCRIPTION = "gpucluster.dev/description"
 #: Annotation on the local world's structural stand-in CRDs (operators whose Go API is not served).

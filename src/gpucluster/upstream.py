@@ -82,6 +82,15 @@ DRA_HEALTH_TAINT_PREFIX = "gpu.nvidia.com/"
 #: whole GPU next to its partitions (dra-driver-nvidia-gpu v0.4.1 nvlib.go:1461 supportsMIGModeToggle:
 #: Hopper and newer; fact dynamic-mig-publishes).
 MIG_TOGGLE_ARCHITECTURES = ("Hopper", "Blackwell")
+#: Topology attributes a claim template may constrain its devices on (``dra.claimTemplates[].matchAttribute``),
+#: by the spec's short name: the qualified name the pinned driver publishes on every GPU whose root sysfs
+#: resolves, and on its MIG devices (dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/deviceinfo.go:183,
+#: mig.go:180; facts gpu-attributes, mig-attributes, pcieRoot-format).
+DRA_TOPOLOGY_ATTRIBUTES = {"pcieRoot": "resource.kubernetes.io/pcieRoot"}
+#: Topology attributes the pinned driver does NOT publish, with the first driver version that does: a
+#: constraint on an attribute no device has never allocates (k8s.io/dynamic-resource-allocation v0.37.2
+#: structured/internal/stable/allocator_stable.go:695-700, fact match-attribute-missing-unsatisfiable).
+DRA_UNPUBLISHED_ATTRIBUTES = {"numaNode": ("resource.kubernetes.io/numaNode", "0.5.0")}
 #: A static-MIG device name of the DRA driver: gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>
 #: (dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/mig.go:113, fact mig-device-name-regex).
 MIG_DEVICE_NAME = re.compile(r"^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$")

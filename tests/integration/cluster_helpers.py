@@ -21,7 +21,8 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ from gpucluster.toolchain import path_of
 #: Set GPUCLUSTER_LOCAL_KEEP=1 to leave the worlds running after the tests (for debugging).
 KEEP_ENV = "GPUCLUSTER_LOCAL_KEEP"
 FIELD_MANAGER = "gpucluster-test"
+#: The restricted Pod Security profile's pod and container settings, for test pods in tenant namespaces.
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def skip_or_fail_without(tools: tuple[str, ...]) -> None:
@@ -92,3 +96,51 @@ class Cluster:
         extra = ["--dry-run=server"] if dry_run else []
         return self.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", *extra, "-f", "-",
                             stdin=yaml.safe_dump_all(ordered))
+
+
+def gpus_of(pod: dict[str, Any]) -> int:
+    """The nvidia.com/gpu a pod's containers ask for (limits)."""
+    limits = (c.get("resources", {}).get("limits", {}) for c in pod["spec"]["containers"])
+    return sum(int(lim.get("nvidia.com/gpu", 0)) for lim in limits)
+
+
+def free_gpus(kube: Any) -> int:
+    """nvidia.com/gpu allocatable on Ready nodes minus what bound, unfinished pods request (``kube``: a Kube)."""
+    nodes = [n for n in kube.items("/api/v1/nodes") if any(
+        c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions") or [])]
+    total = sum(int(n["status"].get("allocatable", {}).get("nvidia.com/gpu", 0)) for n in nodes)
+    used = sum(gpus_of(p) for p in kube.items("/api/v1/pods") if p["spec"].get("nodeName")
+               and p["status"].get("phase") not in ("Succeeded", "Failed"))
+    return total - used
+
+
+@contextmanager
+def volcano_world(lw: Cluster, spec: Any, objs: list[dict[str, Any]], gpus: int) -> Iterator[Any]:
+    """Volcano's daemons started on the module's world for ``spec``, ``objs`` applied server-side, the GPU
+    simulator attached; yields a Kube client once ``gpus`` GPUs are free on Ready nodes."""
+    from gpucluster.addons import volcano
+    from gpucluster.kube import Kube
+    from gpucluster.simulator import attach
+
+    volcano.start(lw.world, spec)
+    lw.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-", stdin=yaml.safe_dump_all(objs))
+    sim = attach(lw.kubeconfig, spec)
+    client = Kube(lw.kubeconfig)
+    try:
+        wait_for(f"{gpus} allocatable GPUs on Ready nodes", lambda: free_gpus(client) == gpus, timeout=90)
+        yield client
+    finally:
+        client.close()
+        sim.close()
+
+
+def delete_volcano_jobs_and_pods(lw: Cluster, kube: Any, namespaces: Iterable[str], *, claims: bool = False) -> None:
+    """Delete every Volcano Job and pod of ``namespaces`` and wait until their pods (and claims) are gone."""
+    namespaces = tuple(namespaces)
+    for ns in namespaces:
+        lw.kubectl("delete", "jobs.batch.volcano.sh,pods", "--all", "-n", ns, "--wait=false")
+    paths = [f"/api/v1/namespaces/{ns}/pods" for ns in namespaces]
+    if claims:
+        paths += [f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims" for ns in namespaces]
+    wait_for("test pods" + (" and their claims" if claims else "") + " gone",
+             lambda: not any(kube.items(p) for p in paths), timeout=90)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import Cluster, wait_for
+from cluster_helpers import RESTRICTED, RESTRICTED_POD, Cluster, wait_for
 
 from gpucluster import labels
 from gpucluster.addons import gpu_simulator
@@ -39,8 +39,6 @@ WEDGE = "gpucluster.dev/simulate-mig-wedge"
 needs_mig_sequence = pytest.mark.skipif(
     WEDGE not in {*FAULTS.values(), *(v for v in vars(labels).values() if isinstance(v, str))},
     reason=f"waits on the GPU simulator playing the MIG manager's sequence and its wedge fault ({WEDGE})")
-RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
-RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 @pytest.fixture(scope="module")

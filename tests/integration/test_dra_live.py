@@ -13,7 +13,10 @@ quota, admission and device-taint eviction. Each feature's negative case sits ne
 - per-GPU quarantine: the scheduler stops allocating that GPU while the node's other GPUs stay in use,
   NoExecute evicts a claim's pod unless the claim tolerates it, verify lists it, lifting restores it;
 - validation: a class it rejects really matches nothing on the cluster, the decimal one it suggests does;
-- claim device status: verify lists per tenant the physical devices in use and fails on a vanished one.
+- claim device status: verify lists per tenant the physical devices in use and fails on a vanished one;
+- topology: on a DGX H100 node (the cited layout: every GPU under its own PCIe root) a rendered template
+  asking two GPUs under one root stays unschedulable while the same two GPUs without the constraint are
+  allocated, and two MIG partitions under one root are allocated from one GPU.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from gpucluster.cli.main import entrypoint
 from gpucluster.render import dra_driver, render
 from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
-from gpucluster.spec.model import ClusterSpec, DeviceClass, DeviceSelector
+from gpucluster.spec.model import ClaimTemplate, ClusterSpec, DeviceClass, DeviceSelector
 from gpucluster.spec.validate import validate
 from gpucluster.verify import cluster as vcluster
 from gpucluster.verify import dra_claims
@@ -430,3 +433,83 @@ def test_verify_lists_the_devices_each_tenant_holds_and_fails_on_a_vanished_one(
         sim.sync()
     delete(lw, TENANT, "plain-1")
     assert not [x for x in rows(lw, spec, dra_claims.claim_checks) if x.subject == f"tenants/{TENANT}"]
+
+
+# -- 8. topology: devices under one PCIe root ------------------------------------------------------------------
+
+DGX = "h100-dgx-1"
+ROOT = "resource.kubernetes.io/pcieRoot"
+
+
+def scheduling_decided(lw: Cluster, ns: str, name: str) -> dict[str, Any]:
+    """The pod's PodScheduled condition once the scheduler has decided: True, or False with its reason."""
+    def decided() -> dict[str, Any] | None:
+        for c in lw.get("pod", "-n", ns, name)["status"].get("conditions") or []:
+            if c["type"] == "PodScheduled" and (c["status"] == "True" or c.get("reason") == "Unschedulable"):
+                return c
+        return None
+    return wait_for(f"{ns}/{name} scheduled or refused", decided)
+
+
+def roots(lw: Cluster, node: str, claim_results: list[dict[str, Any]]) -> list[str | None]:
+    """The pcieRoot each allocated device publishes in its node's ResourceSlices."""
+    devs = {d["name"]: d for s in lw.get("resourceslices")["items"] if s["spec"].get("nodeName") == node
+            for d in s["spec"].get("devices") or []}
+    return [(devs[r["device"]]["attributes"].get(ROOT) or {}).get("string") for r in claim_results]
+
+
+def test_devices_under_one_pcie_root(world, spec, tmp_path) -> None:
+    lw, sim = world
+    # One more node: two H100 on the cited DGX H100 layout (gpu-0 under pci0000:15, gpu-1 under pci0000:3d),
+    # under dynamic MIG like h100-dyn (the DynamicMIG gate is one per release).
+    data = yaml.safe_load((SPEC / "cluster.yaml").read_text())
+    data["hosts"].append({"name": DGX, "address": "127.0.0.7"})
+    gpu = {"model": "H100-SXM5-80GB", "count": 2, "platform": "dgx-h100"}
+    data["nodePools"].append({"name": "h100-dgx", "hosts": [DGX], "gpu": gpu, "dra": True,
+                              "sharing": {"mode": "dynamic-mig"}})
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(data))
+    wide = load_spec(tmp_path)
+    pair = ClaimTemplate(name="h100-pair-one-root", device_class="h100", count=2, match_attribute="pcieRoot")
+    any_pair = ClaimTemplate(name="h100-pair", device_class="h100", count=2)
+    mig_pair = ClaimTemplate(name="mig-pair-one-root", device_class="h100-mig", count=2, match_attribute="pcieRoot")
+    # What validation says of the constrained pair, before the scheduler is asked.
+    checked = wide.model_copy(deep=True)
+    checked.dra.claim_templates += [pair, mig_pair]
+    # A warning, not an error: the module's other H100 pool (h100-dyn) names no platform, so whether its
+    # GPUs share a root is not known; on the DGX H100 pool it is known that they do not.
+    [p] = [p for p in validate(checked) if p.path.startswith("dra.claimTemplates")]
+    assert p.path == "dra.claimTemplates[1].matchAttribute" and p.severity == "warning", p
+    assert "at most 1 under one root, pool h100-dgx: NVIDIA DGX H100 layout: every GPU under its own PCIe root" \
+        in p.message and "pool(s) h100-dyn may hold them" in p.message, p
+    dgx_sim = attach(lw.kubeconfig, wide)
+    on_dgx = {L.POOL: "h100-dgx"}
+    try:
+        wait_for(f"{DGX}'s slices", lambda: [s for s in lw.get("resourceslices")["items"]
+                                              if s["spec"].get("nodeName") == DGX and s["spec"].get("devices")])
+        lw.apply(*(dra_driver.claim_template(t, FREE) for t in (pair, any_pair, mig_pair)))
+        # Two whole GPUs under one root: no DGX H100 has them, and the scheduler says so.
+        lw.apply(pod("pair", FREE, template=pair.name, node_selector=on_dgx))
+        cond = scheduling_decided(lw, FREE, "pair")
+        assert (cond["status"], cond["reason"]) == ("False", "Unschedulable"), cond
+        assert "cannot allocate all claims" in cond["message"], cond
+        # The same two GPUs without the constraint are free and allocated: the constraint alone refused them.
+        lw.apply(pod("pair-any", FREE, template=any_pair.name, node_selector=on_dgx))
+        assert scheduling_decided(lw, FREE, "pair-any")["status"] == "True"
+        got = results(claim_of(lw, FREE, "pair-any"))
+        assert sorted(r["device"] for r in got) == ["gpu-0", "gpu-1"]
+        assert sorted(roots(lw, DGX, got)) == ["pci0000:15", "pci0000:3d"]  # DGX H100 GPU0, GPU1 (platforms.yaml)
+        delete(lw, FREE, "pair-any")
+        assert not lw.get("pod", "-n", FREE, "pair")["spec"].get("nodeName")  # freed GPUs: still two roots
+        delete(lw, FREE, "pair")
+        # Two MIG partitions under one root: both from one GPU, whose root they carry.
+        lw.apply(pod("mig-pair", FREE, template=mig_pair.name, node_selector=on_dgx))
+        assert scheduling_decided(lw, FREE, "mig-pair")["status"] == "True"
+        got = results(claim_of(lw, FREE, "mig-pair"))
+        assert len(got) == 2 and all("-mig-" in r["device"] for r in got), got
+        found = roots(lw, DGX, got)
+        assert found[0] in ("pci0000:15", "pci0000:3d") and found[0] == found[1], (got, found)
+        assert len({r["device"].split("-mig-")[0] for r in got}) == 1
+        delete(lw, FREE, "mig-pair")
+    finally:
+        dgx_sim.close()
+        sim.sync()  # the module's own simulator removes the extra node and its slices

@@ -77,7 +77,7 @@ def _get(kc: Kube, obj: dict):
               "ResourceClaimTemplate": "resourceclaimtemplates", "DeviceClass": "deviceclasses",
               "ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules",
               "ResourceQuota": "resourcequotas", "LimitRange": "limitranges", "Queue": "queues",
-              "RoleBinding": "rolebindings", "Role": "roles", "ConfigMap": "configmaps",
+              "HyperNode": "hypernodes", "RoleBinding": "rolebindings", "Role": "roles", "ConfigMap": "configmaps",
               "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
               "Namespace": "namespaces", "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
               "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}[obj["kind"]]

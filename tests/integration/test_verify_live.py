@@ -80,9 +80,9 @@ def deployed(lw: Cluster) -> Iterator[tuple[Cluster, Simulator, list[str]]]:
     sim.close()
 
 
-#: This world runs no Volcano (its Queue CRD is not installed here): the one check its verify allows to be
-#: unmeasured beyond the local world's own list.
-ALLOW = ("tenant-queue",)
+#: This world runs no Volcano (its Queue and HyperNode CRDs are not installed here): the checks its verify
+#: allows to be unmeasured beyond the local world's own list.
+ALLOW = ("tenant-queue", "topology-domains")
 
 
 def verify(lw: Cluster, tmp_path: Path, capsys, *, allow: tuple[str, ...] = ALLOW,
@@ -113,7 +113,7 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     # one LIST per snapshot field, the Helm records of each release namespace (never cluster-wide) and the
     # GPU Operator namespace's pods
     release_namespaces = {rel.namespace for rel in releases(load_spec(LOCAL))}
-    assert data["listCalls"] == len(snapshot.PATHS) + len(release_namespaces) + 1 == 21
+    assert data["listCalls"] == len(snapshot.PATHS) + len(release_namespaces) + 1 == 22
     assert data["accessReviews"] > 700  # every group the spec binds, every grant, protected write, other namespace
     passed = {r["check"] for r in data["results"] if r["verdict"] == "pass"}
     assert {"node-ready", "node-capacity", "node-allocatable", "node-labels", "node-taints", "dra-slices",
@@ -124,8 +124,8 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
     # The local world installs no chart: the operators' DaemonSets and releases, and flannel's NetworkPolicy
     # enforcer (its chart's add-on), are not measured (never passed, allowed by the local world); this world
     # has no Volcano CRDs (allowed by the test). GPU health is measured: the simulated DCGM exporter is its source.
-    assert unmeasured == {"daemonsets-ready", "charts-installed", "network-policy-enforcer", "tenant-queue"}
-    assert unmeasured - {"tenant-queue"} == set(checks.LOCAL_WORLD)
+    assert unmeasured == {"daemonsets-ready", "charts-installed", "network-policy-enforcer", *ALLOW}
+    assert unmeasured - set(ALLOW) == set(checks.LOCAL_WORLD)
     assert {r["allowed"] for r in data["results"] if r["verdict"] == "not-measured"} == {
         *checks.LOCAL_WORLD.values(), checks.BY_USER}
     health = [r for r in data["results"] if r["check"] == "gpu-health"]
@@ -168,7 +168,7 @@ def test_an_unmeasured_row_whose_check_is_not_allowed_fails_the_run(deployed, tm
     assert code == 1
     # the local world's own allowances still hold: only the row nobody allowed is named
     data_rows = {r["check"] for r in data["results"] if r["verdict"] == "not-measured" and "allowed" not in r}
-    assert data_rows == {"tenant-queue"}
+    assert data_rows == set(ALLOW)
 
 
 def _cm_replicas(lw: Cluster, replicas: int) -> None:

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_helpers import Cluster, wait_for
+from cluster_helpers import Cluster, delete_volcano_jobs_and_pods, free_gpus, gpus_of, volcano_world, wait_for
 
 from gpucluster.addons import volcano as local_volcano
 from gpucluster.kube import Kube
 from gpucluster.local import addons
 from gpucluster.render import render, volcano
-from gpucluster.simulator import Simulator, attach
 from gpucluster.spec import load_spec
 from gpucluster.spec.model import ClusterSpec
 
@@ -46,50 +45,23 @@ def spec() -> ClusterSpec:
 @pytest.fixture(scope="module")
 def kube(lw: Cluster, spec: ClusterSpec) -> Iterator[Kube]:
     """The world with Volcano running, the rendered objects applied and the simulated nodes Ready."""
-    local_volcano.start(lw.world, spec)
     rendered = render(spec).components
     # Tenants' Namespaces and claim templates, not their ResourceQuotas: the tests prove what the
     # queues enforce, so the namespace quota must not be what stops a pod.
     tenant_objs = [o for o in rendered["tenants"] if o["kind"] in ("Namespace", "ResourceClaimTemplate")]
     objs = [*rendered["namespaces"], *rendered["gpu-operator"], *rendered["dra-driver"], *rendered["volcano"],
             *tenant_objs, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "blockers"}}]
-    lw.kubectl("apply", "--server-side", "--field-manager=gpucluster-test", "-f", "-",
-            stdin=yaml.safe_dump_all(objs))
-    sim: Simulator = attach(lw.kubeconfig, spec)
-    client = Kube(lw.kubeconfig)
-    wait_for("12 allocatable GPUs on Ready nodes", lambda: free_gpus(client) == 12, timeout=90)
-    yield client
-    client.close()
-    sim.close()
+    with volcano_world(lw, spec, objs, gpus=12) as client:
+        yield client
 
 
 @pytest.fixture(autouse=True)
 def clean(kube: Kube, lw: Cluster) -> Iterator[None]:
     yield
-    for ns in TEST_NAMESPACES:
-        lw.kubectl("delete", "jobs.batch.volcano.sh,pods", "--all", "-n", ns, "--wait=false")
-    claims = "/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims"
-    wait_for("test pods and their claims gone", lambda: not any(
-        kube.items(f"/api/v1/namespaces/{ns}/pods") or kube.items(claims.format(ns)) for ns in TEST_NAMESPACES),
-        timeout=90)
+    delete_volcano_jobs_and_pods(lw, kube, TEST_NAMESPACES, claims=True)
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def free_gpus(kube: Kube) -> int:
-    """nvidia.com/gpu allocatable on Ready nodes minus what bound, unfinished pods request."""
-    nodes = [n for n in kube.items("/api/v1/nodes") if any(
-        c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions") or [])]
-    total = sum(int(n["status"].get("allocatable", {}).get("nvidia.com/gpu", 0)) for n in nodes)
-    used = sum(gpus_of(p) for p in kube.items("/api/v1/pods") if p["spec"].get("nodeName")
-               and p["status"].get("phase") not in ("Succeeded", "Failed"))
-    return total - used
-
-
-def gpus_of(pod: dict) -> int:
-    limits = (c.get("resources", {}).get("limits", {}) for c in pod["spec"]["containers"])
-    return sum(int(lim.get("nvidia.com/gpu", 0)) for lim in limits)
-
-
 def pods(kube: Kube, ns: str, selector: str = "") -> list[dict]:
     query = f"?labelSelector={selector}" if selector else ""
     return [p for p in kube.items(f"/api/v1/namespaces/{ns}/pods{query}") if not p["metadata"].get("deletionTimestamp")]

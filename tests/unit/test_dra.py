@@ -227,6 +227,9 @@ def dynamic_devices(spec) -> tuple[list[dict], list[dict]]:
         attrs = {"type": {"string": d.type}, "productName": {"string": d.product_name}}
         if d.profile:
             attrs["profile"] = {"string": d.profile}
+        if d.pci_bus_id and d.pcie_root:  # the cited DGX H100 layout, which MIG partitions take from their GPU
+            attrs["resource.kubernetes.io/pciBusID"] = {"string": d.pci_bus_id}
+            attrs["resource.kubernetes.io/pcieRoot"] = {"string": d.pcie_root}
         out.append({"name": name, "attributes": attrs, "capacity": {"memory": {"value": str(d.memory_bytes)}},
                     "consumesCounters": [{"counterSet": "gpu-0-counter-set", "counters": {
                         f"memory-slice-{i}": {"value": "1"} for i in range(start, start + d.slices)}}]})

@@ -571,6 +571,15 @@ def _queue_guarantee_added(s: Snapshot) -> None:
     q["deserved"] = {"nvidia.com/gpu": "4"}
 
 
+def _node_moved_to_another_leaf(s: Snapshot) -> None:
+    node = next(n for n in s.nodes if n["metadata"]["name"] == "h200-1")
+    node["metadata"]["labels"]["gpucluster.dev/topology-leaf"] = "leaf-1"  # its HyperNode is leaf.leaf-3
+
+
+def _leaf_hypernode_deleted(s: Snapshot) -> None:
+    s.hypernodes = [h for h in s.hypernodes or [] if h["metadata"]["name"] != "leaf.leaf-2"]
+
+
 def _priority_value_changed(s: Snapshot) -> None:
     pc = next(p for p in s.priority_classes if p["metadata"]["name"] == "training")
     pc["value"] += 1
@@ -744,6 +753,10 @@ FAULTS: dict[str, Fault] = {
     "queue-weight-changed": fault(_queue_weight_changed, ("tenant-queue", "tenants/ml-research")),
     "queue-reclaimable-flipped": fault(_queue_not_reclaimable, ("tenant-queue", "tenants/inference")),
     "queue-guarantee-added": fault(_queue_guarantee_added, ("tenant-queue", "tenants/inference")),
+    "node-moved-to-another-leaf": fault(_node_moved_to_another_leaf, ("topology-domains", "h200-1"),
+                                        ("node-labels", "h200-1")),
+    "leaf-hypernode-deleted": fault(_leaf_hypernode_deleted, ("topology-domains", "a100-1"),
+                                    ("topology-domains", "a100-2")),
     "priority-class-value-changed": fault(_priority_value_changed, ("priority-classes", "priorityclass/training")),
     "priority-class-made-global-default": fault(_priority_made_global_default,
                                                 ("priority-classes", "priorityclass/notebooks")),

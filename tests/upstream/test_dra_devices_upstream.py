@@ -21,8 +21,10 @@ DRIVER = "580.95.05"
 
 
 def devices(model: str, layout: tuple[tuple[str, ...], ...]) -> list[dict]:
+    """What the simulated plugin publishes; H100 nodes on the DGX H100 platform (its cited PCIe layout)."""
     return dra_plugin.published("c", "node-1", nvml.model(model), layout, driver_version=DRIVER,
-                                cuda_driver_version=nvml.cuda_driver_version(DRIVER), missing=set())
+                                cuda_driver_version=nvml.cuda_driver_version(DRIVER), missing=set(),
+                                platform="dgx-h100" if model == "H100-SXM5-80GB" else None)
 
 
 def test_driver_name_and_pool() -> None:
@@ -62,8 +64,13 @@ def test_static_mig_devices_are_upstreams() -> None:
     # fact mig-device-name-profile-sanitise: 1g.10gb+me -> 1g10gb-me
     assert any(n.startswith("gpu-1-mig-1g10gb-me-20-") for n in names)
     mig = got[0]
-    optional = {"addressingMode"}
+    # addressingMode only when NVML reports one; pcieRoot only where sysfs resolves it (fact
+    # pcieRoot-omitted-when-unresolved): the simulator resolves it only on a cited platform layout (DGX H100)
+    optional = {"addressingMode", "resource.kubernetes.io/pcieRoot"}
     assert set(mig["attributes"]) == set(fact("dra-driver", "mig-attributes")) - optional
+    [h100_mig] = devices("H100-SXM5-80GB", (("7g.80gb",),))
+    assert set(h100_mig["attributes"]) == set(fact("dra-driver", "mig-attributes")) - {"addressingMode"}
+    assert h100_mig["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:15"}  # its parent's
     assert set(mig["capacity"]) - {k for k in mig["capacity"] if k.startswith("memorySlice")} == set(
         fact("dra-driver", "mig-capacity"))
     example = fact("dra-driver", "mig-memory-example-a100-80gb-1g10gb")
@@ -99,7 +106,8 @@ def test_one_slice_profiles_carry_id_19_as_upstreams_examples_show(model: str) -
 def dynamic(model: str, layout: tuple[tuple[str, ...], ...], minor: int = 37) -> list[dict]:
     return dra_plugin.slices("c", "node-1", nvml.model(model), layout, driver_version=DRIVER,
                              cuda_driver_version=nvml.cuda_driver_version(DRIVER), missing=set(),
-                             dynamic_mig=True, server_minor=minor)
+                             dynamic_mig=True, server_minor=minor,
+                             platform="dgx-h100" if model == "H100-SXM5-80GB" else None)
 
 
 def test_the_gate_is_the_charts_feature_gate() -> None:
@@ -205,3 +213,24 @@ def test_the_simulated_plugin_is_placed_by_the_charts_default_affinity() -> None
         [expr] = term["matchExpressions"]
         assert dra_plugin.scheduled({}, {expr["key"]: expr["values"][0]})
     assert not dra_plugin.scheduled({}, {"nvidia.com/gpu.present": "false"})
+
+
+def test_topology_attributes_are_the_pinned_drivers() -> None:
+    """pcieRoot on GPUs and (the parent's) on MIG devices, no numaNode before 0.5.0, and the claim constraint
+    spelled as resource.k8s.io/v1 spells it (facts numaNode-not-published, device-constraint-fields)."""
+    from gpucluster import upstream
+    from gpucluster.render import dra_driver
+    from gpucluster.spec.model import ClaimTemplate
+
+    numa = fact("dra-driver", "numaNode-not-published")
+    assert upstream.DRA_UNPUBLISHED_ATTRIBUTES["numaNode"] == (numa["name"], numa["published-from"]), \
+        source("dra-driver", "numaNode-not-published")
+    for dev in devices("H100-SXM5-80GB", ((), ("3g.40gb",))):
+        assert numa["name"] not in dev["attributes"]
+        assert "resource.kubernetes.io/pcieRoot" in dev["attributes"]  # fact gpu-pcieRoot-published
+    fields = fact("dra-driver", "device-constraint-fields")
+    t = ClaimTemplate(name="t", device_class="gpu.nvidia.com", count=2, match_attribute="pcieRoot")
+    devs = dra_driver.claim_template(t, "ns")["spec"]["spec"]["devices"]
+    assert fields["constraints"] == "spec.devices.constraints" and "constraints" in devs
+    assert set(devs["constraints"][0]) == {"requests", "matchAttribute"}
+    assert devs["constraints"][0]["matchAttribute"] == upstream.DRA_TOPOLOGY_ATTRIBUTES["pcieRoot"]

@@ -1,7 +1,7 @@
 """The upstream tier covers every kind we render: each has a test that proves it against upstream.
 
 "Against upstream" is one of: the real API server's strict server-side validation (core kinds and
-DRA), the real operator or scheduler acting on it (PrometheusRule, ServiceMonitor, Queue), upstream
+DRA), the real operator or scheduler acting on it (PrometheusRule, ServiceMonitor, Queue, HyperNode), upstream
 code judging it (the device-plugin ConfigMap through nvidia-oracle, dashboard queries through
 promtool), or cited facts for what no proxy-served code can run (NicClusterPolicy, IPPool,
 NetworkAttachmentDefinition, the mig-parted and DCGM ConfigMaps). A new kind fails this test until
@@ -49,6 +49,11 @@ PROOFS: dict[tuple[str, str], list[str]] = {
         "tests/integration/test_scheduling_live.py::test_claim_for_80gb_gets_an_80gb_device_never_an_l4",
     ],
     ("ResourceClaimTemplate", ""): [APPLY, "tests/integration/test_tenant_escape.py::test_allowed_use_still_works"],
+    ("HyperNode", ""): [
+        APPLY,
+        "tests/integration/test_topology_live.py::test_hard_leaf_gang_waits_while_no_leaf_has_room_then_lands_in_one_leaf",
+        "tests/integration/test_topology_live.py::test_same_gang_allowed_the_spine_takes_gpus_split_over_two_leaves",
+    ],
     ("Queue", ""): [
         "tests/integration/test_volcano.py::test_rendered_volcano_objects_apply_server_side",
         "tests/integration/test_volcano.py::test_queue_capability_caps_a_tenant_while_others_run",

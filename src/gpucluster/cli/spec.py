@@ -139,7 +139,8 @@ def _git_source(deployer: str, out: Path, git_path: str | None, git_url: str | N
 @click.command("catalog")
 @options.output("text", "json")
 def catalog_cmd(output: str) -> None:
-    """List the GPU models the spec accepts, with memory and MIG profiles."""
+    """List the GPU models the spec accepts, with memory and MIG profiles, and the server platforms whose PCIe
+    layout is cited (text output)."""
     models = catalog.catalog()
     if output == "json":
         jsonout.emit({key: {"productName": m.product_name, "memoryMiB": m.memory_mib,
@@ -155,6 +156,9 @@ def catalog_cmd(output: str) -> None:
         migs = ", ".join(p for p in m.mig.profiles) if m.mig else "no MIG"
         click.echo(f"{key:16} {m.product_name:24} {m.memory_mib:>7} MiB  {m.architecture:13} "
                    f"cc {m.compute_capability:5} {migs}")
+    click.echo("\nplatforms with a cited PCIe/NUMA layout (nodePools[].gpu.platform; docs/topology.md):")
+    for key, p in catalog.platforms().items():
+        click.echo(f"{key:16} {len(p.gpus)} x {', '.join(p.models):24} {p.description}")
 
 
 @click.command("spec-reference")

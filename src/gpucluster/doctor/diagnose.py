@@ -221,6 +221,7 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
     pools = spec_pools(view.spec) if pools is None else pools
     fitting, hosts = candidates(pod, pools)
     slots = 0
+    node_slots: dict[str, int] = {}  # node -> more pods like this one it takes now
     others: list[Finding] = []  # node causes fewer nodes share: listed, never the blocking cause
     if not hosts:
         findings.append(_no_pool(requests, pools, fitting, pod))
@@ -238,7 +239,8 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
                 why = _node_reason(pod, name, nodes.get(name), pool, requests, used.get(name, {}), view.now,
                                    view.pods, view.spec.gpu_operator.namespace)
                 if why is None:
-                    slots += _slots(nodes[name], requests, used.get(name, {}))
+                    node_slots[name] = _slots(nodes[name], requests, used.get(name, {}))
+                    slots += node_slots[name]
                 else:
                     reasons.setdefault(why[0], []).append(why[1])
             if not slots and reasons:
@@ -247,7 +249,7 @@ def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagn
                 findings.append(_node_finding(cause, reasons[cause], pod, nodes))
                 others = [_node_finding(c, ls, pod, nodes) for c, ls in reasons.items() if c != cause]
     if group is not None and slots:
-        gang = volcano.gang_does_not_fit(group, view, slots)
+        gang = volcano.gang_does_not_fit(group, view, slots) or volcano.gang_topology(group, view, node_slots)
         if gang:
             findings.append(gang)
     said = scheduler_messages(pod, view)

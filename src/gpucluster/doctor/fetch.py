@@ -60,7 +60,8 @@ def view(api: kube.Kube, spec: ClusterSpec, ns: str, subjects: list[Obj], *, nod
     if nodes or gangs:
         calls["pods"] = (kube.PODS + UNFINISHED, False)
     if gangs:
-        calls |= {"podgroups": (PODGROUPS, True), "queues": (kube.VOLCANO_QUEUES, True)}
+        calls |= {"podgroups": (PODGROUPS, True), "queues": (kube.VOLCANO_QUEUES, True),
+                  "hypernodes": (kube.VOLCANO_HYPERNODES, True)}
     if any(wants_claims(p) for p in subjects):
         calls |= {"slices": (kube.RESOURCE_SLICES, True), "claims": (kube.RESOURCE_CLAIMS, True),
                   "device_classes": (kube.DEVICE_CLASSES, True)}

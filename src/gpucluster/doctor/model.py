@@ -34,6 +34,7 @@ CAUSES = (
     "gpus-not-advertised",
     "queue-capability",
     "gang-does-not-fit",
+    "gang-topology",
     "insufficient-gpus",
     "unknown",
     *HEALTHY,
@@ -97,6 +98,7 @@ class View:
     priority_classes: list[Obj] = field(default_factory=list)
     queues: list[Obj] | None = None
     podgroups: list[Obj] | None = None
+    hypernodes: list[Obj] | None = None  # Volcano's HyperNodes; None: not served (or no gang asked)
     slices: list[Obj] | None = None
     claims: list[Obj] | None = None
     device_classes: list[Obj] | None = None

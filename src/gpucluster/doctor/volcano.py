@@ -104,3 +104,57 @@ def gang_does_not_fit(group: Obj, view: View, slots: int) -> Finding | None:
                    f"holds only {slots}, and a gang is never started in part",
                    "wait until enough GPUs are free together, or shrink the job (fewer workers or GPUs per worker)",
                    conditions(group))
+
+
+def hard_topology(group: Obj) -> int | None:
+    """The highest tier a hard-mode gang may span, or None when Volcano does not enforce one.
+
+    Volcano enforces ``networkTopology`` only in hard mode with a numeric ``highestTierAllowed``
+    (``IsHardTopologyMode``: volcano v1.14.1 pkg/scheduler/api/job_info.go:1196-1203); the mode defaults
+    to hard (volcano.sh/apis v1.14.0 pkg/apis/scheduling/v1beta1/types.go:281-284).
+    """
+    nt = (group.get("spec") or {}).get("networkTopology") or {}
+    tier = nt.get("highestTierAllowed")
+    if (nt.get("mode") or "hard") != "hard" or tier is None:
+        return None
+    return int(tier)
+
+
+def gang_topology(group: Obj, view: View, node_slots: dict[str, int]) -> Finding | None:
+    """A hard-topology gang fits in the cluster's free capacity but inside no single allowed domain.
+
+    The domains are the live HyperNodes of the gang's highest allowed tier, their nodes found from the
+    members as the scheduler resolves them (:func:`gpucluster.verify.topology.membership`); each node
+    counts the pods like this one it takes now (``node_slots``, from the doctor's per-node rules).
+    """
+    from gpucluster.verify.topology import membership
+
+    tier = hard_topology(group)
+    if tier is None or view.hypernodes is None:
+        return None
+    placed = sum(1 for p in members(group, view) if bound(p))
+    need = min_member(group) - placed
+    if need <= 0 or sum(node_slots.values()) < need:
+        return None  # nothing to place, or too little anywhere (gang-does-not-fit says so)
+    nodes = {n["metadata"]["name"]: n for n in view.nodes}
+    per_domain: dict[str, int] = {h["metadata"]["name"]: 0 for h in view.hypernodes
+                                  if int((h.get("spec") or {}).get("tier", 0)) == tier}
+    for name, slots in node_slots.items():
+        for domain in membership(view.hypernodes, nodes[name]).get(tier, []) if name in nodes else []:
+            per_domain[domain] = per_domain.get(domain, 0) + slots
+    if any(v >= need for v in per_domain.values()):
+        return None
+    tier_name = next((str((h.get("spec") or {}).get("tierName") or f"tier {tier}") for h in view.hypernodes
+                      if int((h.get("spec") or {}).get("tier", 0)) == tier), f"tier {tier}")
+    wider = sorted({int((h.get("spec") or {}).get("tier", 0)) for h in view.hypernodes} - set(range(tier + 1)))
+    name = f"{group['metadata']['namespace']}/{group['metadata']['name']}"
+    shown = ", ".join(f"{d}: {n}" for d, n in sorted(per_domain.items(), key=lambda kv: (-kv[1], kv[0]))[:6])
+    return Finding("gang-topology",
+                   f"PodGroup {name} must be placed inside one {tier_name} (networkTopology hard, highestTierAllowed "
+                   f"{tier}) and needs {need} more pods at once; the free nodes that fit hold "
+                   f"{sum(node_slots.values())} in the cluster but at most {max(per_domain.values(), default=0)} "
+                   f"in any one {tier_name} ({shown or 'no HyperNode of that tier'})",
+                   f"wait until one {tier_name} has room for the whole gang"
+                   + (f", allow a wider tier (highestTierAllowed: {wider[0]})" if wider else "")
+                   + ", or shrink the gang (fewer workers or GPUs per worker)",
+                   conditions(group))

@@ -24,7 +24,13 @@ from gpucluster.render.common import Obj, obj
 from gpucluster.render.contract import Kind
 from gpucluster.spec.model import ChartRef, ClaimTemplate, ClusterSpec, DeviceClass, SharingMode, Tenant
 from gpucluster.spec.selectors import device_class_cel, extended_class_cel
-from gpucluster.upstream import DRA_EXTENDED_CLASS, DRA_EXTENDED_RESOURCE, DRA_HEALTH_GATE, DYNAMIC_MIG_GATE
+from gpucluster.upstream import (
+    DRA_EXTENDED_CLASS,
+    DRA_EXTENDED_RESOURCE,
+    DRA_HEALTH_GATE,
+    DRA_TOPOLOGY_ATTRIBUTES,
+    DYNAMIC_MIG_GATE,
+)
 
 API = "resource.k8s.io/v1"
 #: Our DeviceClasses wait for the DRA driver's release (when this run installs it), so the extended-resource
@@ -176,9 +182,20 @@ def claim_request(t: ClaimTemplate) -> dict:
          "allocationMode": "ExactCount", "count": a.count} for i, a in enumerate(t.first_available)]}
 
 
+def claim_constraints(t: ClaimTemplate, request: dict) -> list[dict]:
+    """The template's device constraints (resource.k8s.io/v1 DeviceConstraint): with ``matchAttribute``, every
+    device of its one request (each alternative's, under firstAvailable) shares the attribute's value."""
+    if t.match_attribute is None or t.match_attribute not in DRA_TOPOLOGY_ATTRIBUTES:
+        return []  # numaNode is refused by validation (the pinned driver does not publish it)
+    return [{"requests": [request["name"]], "matchAttribute": DRA_TOPOLOGY_ATTRIBUTES[t.match_attribute]}]
+
+
 def claim_template(t: ClaimTemplate, namespace: str) -> Obj:
-    return obj(API, "ResourceClaimTemplate", t.name, namespace,
-               spec={"spec": {"devices": {"requests": [claim_request(t)]}}})
+    request = claim_request(t)
+    devices: dict = {"requests": [request]}
+    if constraints := claim_constraints(t, request):
+        devices["constraints"] = constraints
+    return obj(API, "ResourceClaimTemplate", t.name, namespace, spec={"spec": {"devices": devices}})
 
 
 def extended_class(spec: ClusterSpec) -> Obj:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gpucluster import labels as L
 from gpucluster.render.gpu_operator import mig_config_name
+from gpucluster.render.topology import node_labels
 from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
 
 
@@ -36,13 +37,14 @@ def management_labels(pool: NodePool) -> dict[str, str]:
 
 
 def node_config(spec: ClusterSpec) -> dict[str, dict]:
-    """Per host: the labels we manage (pool, user labels, operator selection) and the taints."""
+    """Per host: the labels we manage (pool, fabric domains, user labels, operator selection) and the taints."""
     out: dict[str, dict] = {}
     pools = spec.pools_by_host()
     for host in spec.hosts:
         pool = pools.get(host.name)
         labels: dict[str, str] = {}
         taints: list[dict] = []
+        labels.update(node_labels(host))
         if pool is not None:
             labels[L.POOL] = pool.name
             labels.update(pool.labels)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import yaml
 
 from gpucluster import labels as L
-from gpucluster.render import volcano_chart
+from gpucluster.render import topology, volcano_chart
 from gpucluster.render.common import Obj, obj
 from gpucluster.render.contract import Kind
 from gpucluster.spec import features
@@ -34,7 +34,7 @@ from gpucluster.spec.validate.kubernetes import used_features
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 #: Kinds whose CRDs the volcano chart installs (its ``crd/`` folder): their objects follow the release.
-CHART_KINDS = frozenset({(QUEUE_API, "Queue")})
+CHART_KINDS = frozenset({(QUEUE_API, "Queue"), (topology.API, topology.KIND)})
 AFTER_KINDS: dict[Kind, Kind] = {}
 BEFORE_OTHER_RELEASES = False
 #: The scheduler name pods and Volcano Jobs carry in ``spec.schedulerName``.
@@ -71,18 +71,22 @@ def scheduler_conf(spec: ClusterSpec) -> dict:
     single-pod batch job can still be preempted by online inference; training is protected by
     priority (batch cannot preempt it) and by its PriorityClass never preempting (no eviction loop).
     Tier 2 decides placement and shares: ``drf``, ``predicates`` (with DRA where pools use it),
-    ``proportion`` (queue weights, capability), ``nodeorder``, ``binpack``.
+    ``proportion`` (queue weights, capability), ``nodeorder``, ``binpack``, and
+    ``network-topology-aware`` where the spec declares fabric tiers (:mod:`gpucluster.render.topology`).
     """
     predicates: dict = {"name": "predicates"}
     if uses_dra(spec):
         predicates["arguments"] = {"predicate.DynamicResourceAllocationEnable": True}
+    placement = [{"name": "drf", "enablePreemptable": False}, predicates, {"name": "proportion"},
+                 {"name": "nodeorder"}, {"name": "binpack"}]
+    if topology.enabled(spec):
+        placement.append(topology.scheduler_plugin())
     return {
         "actions": ", ".join(actions(spec)),
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
                          {"name": "conformance"}]},
-            {"plugins": [{"name": "drf", "enablePreemptable": False}, predicates, {"name": "proportion"},
-                         {"name": "nodeorder"}, {"name": "binpack"}]},
+            {"plugins": placement},
         ],
     }
 
@@ -156,10 +160,11 @@ def priority_classes(spec: ClusterSpec) -> list[Obj]:
 
 
 def objects(spec: ClusterSpec) -> list[Obj]:
-    """PriorityClasses always; Queues when Volcano is enabled."""
+    """PriorityClasses always; Queues and the fabric's HyperNodes when Volcano is enabled."""
     out = priority_classes(spec)
     if spec.scheduling.volcano.enabled:
         out += [queue(t) for t in spec.tenants]
+        out += topology.hypernodes(spec)
     return out
 
 

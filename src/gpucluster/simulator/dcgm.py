@@ -39,7 +39,7 @@ from gpucluster import catalog, versions
 from gpucluster.promtext import Sample
 from gpucluster.render.monitoring import dcgm_csv
 from gpucluster.simulator.endpoint import TextEndpoint
-from gpucluster.simulator.silicon import gpu_uuid, pci_bus_id
+from gpucluster.simulator.silicon import generic_pci_bus_id, gpu_uuid, pci_bus_id
 
 DRIVER_VERSION = versions.NVIDIA_DRIVER
 PROMETHEUS_TYPES = ("gauge", "counter", "histogram", "summary", "label")
@@ -160,7 +160,7 @@ def _gpu_of(d: Mapping[str, Any], node: str) -> Gpu:
                  for i in d.get("instances") or []]
     return Gpu(index=index, uuid=str(d.get("uuid", f"GPU-sim-{node}-{index}")),
                model=str(d.get("model", "NVIDIA Simulated GPU")), memory_mib=int(d.get("memory_mib", 81920)),
-               pci_bus_id=nvml_bus_id(str(d.get("pci_bus_id", pci_bus_id(index)))), instances=instances)
+               pci_bus_id=nvml_bus_id(str(d.get("pci_bus_id", generic_pci_bus_id(index)))), instances=instances)
 
 
 class NodeExporter:
@@ -461,6 +461,7 @@ def devices_for(spec: Any, layouts: Mapping[str, Mapping[str, int]] | None = Non
             continue
         instances = mig_instances(si.model.key, (layouts or {}).get(node))
         out[node] = [{"index": i, "uuid": gpu_uuid(spec.metadata.name, node, i), "model": si.model.product_name,
-                      "memory_mib": si.model.memory_mib, "pci_bus_id": pci_bus_id(i), "instances": instances}
+                      "memory_mib": si.model.memory_mib, "pci_bus_id": pci_bus_id(si.platform, si.count, i),
+                      "instances": instances}
                      for i in range(si.count)]
     return out

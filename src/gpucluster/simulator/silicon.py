@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import yaml
 
 from gpucluster import catalog
 from gpucluster.catalog import GpuModel
@@ -25,15 +29,52 @@ def gpu_uuid(cluster: str, node: str, index: int, mig: str = "") -> str:
     return f"{'MIG' if mig else 'GPU'}-{raw}"
 
 
-def pci_bus_id(index: int) -> str:
-    """The PCI address (``domain:bus:device.function``, sysfs form) of GPU ``index`` on a simulated machine."""
+@cache
+def _layouts() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Platform key -> (pciBusID, pcieRoot) per GPU index, read from the cited table ``data/platforms.yaml``.
+
+    The simulator reads the table itself: verification's expectation (:mod:`gpucluster.devices`, through
+    :func:`gpucluster.catalog.platform`) shares the cited data, not this lookup.
+    """
+    raw = yaml.safe_load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text())
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    for key, platform in raw["platforms"].items():
+        out[key] = tuple((str(g["pciBusID"]), str(g["pcieRoot"])) for g in platform["gpus"])
+    return out
+
+
+def _cited(platform: str | None, count: int) -> tuple[tuple[str, str], ...] | None:
+    slots = _layouts().get(platform) if platform else None
+    return slots if slots is not None and count <= len(slots) else None
+
+
+def pci_bus_id(platform: str | None, count: int, index: int) -> str:
+    """The PCI address (``domain:bus:device.function``, sysfs form) of GPU ``index`` of a simulated machine
+    with ``count`` GPUs on ``platform`` (the pool's ``gpu.platform``).
+
+    From the platform's cited layout (``data/platforms.yaml``: ``dgx-h100``, GPU0 at ``0000:1b:00.0``). A
+    machine without one (or with more GPUs than its platform holds) gets a GENERIC address, not a vendor
+    layout: ``0000:<0x18 + 0x10*index>:00.0``, which only has to be well-formed and unique.
+    """
+    cited = _cited(platform, count)
+    return cited[index][0] if cited else generic_pci_bus_id(index)
+
+
+def generic_pci_bus_id(index: int) -> str:
+    """A well-formed, unique bus ID for GPU ``index`` where no layout is cited: generic, not a vendor layout."""
     return f"0000:{0x18 + 0x10 * index:02x}:00.0"
 
 
-def pcie_root(index: int) -> str:
-    """The PCIe root complex above GPU ``index`` (``pci<domain>:<bus>``): two GPUs per root, as on
-    an 8-GPU HGX board where GPU pairs share a PCIe switch."""
-    return f"pci0000:{0x10 + 0x20 * (index // 2):02x}"
+def pcie_root(platform: str | None, count: int, index: int) -> str | None:
+    """The PCIe root (host bridge, ``pci<domain>:<bus>``) above GPU ``index``, or None where no layout is cited.
+
+    On DGX H100 every GPU has its own root, shared only with its rail NIC. Without a cited layout the
+    simulator publishes no ``pcieRoot``, as the driver does when sysfs cannot resolve it
+    (dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/nvlib.go:539-544): a claim constrained on it then
+    stays pending there, instead of being satisfied by an invented topology.
+    """
+    cited = _cited(platform, count)
+    return cited[index][1] if cited else None
 
 
 @dataclass(frozen=True)
@@ -45,6 +86,8 @@ class Silicon:
     count: int = 0
     nics: tuple[str, ...] = ()
     link_type: str = "infiniband"
+    #: The server platform (the pool's ``gpu.platform``): where its GPUs sit on PCIe (``data/platforms.yaml``).
+    platform: str | None = None
 
 
 def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
@@ -60,5 +103,6 @@ def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
             count=gpu.count if gpu else 0,
             nics=tuple(rdma.interfaces) if rdma else (),
             link_type=rdma.link_type if rdma else "infiniband",
+            platform=gpu.platform if gpu else None,
         )
     return out

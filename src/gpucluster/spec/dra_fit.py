@@ -12,6 +12,8 @@ From that, :func:`problems` finds:
   a device (a missing attribute, a wrong type), which fails the allocation of a claim that reaches it
   (error);
 - a claim template none of whose alternatives one node can satisfy (DRA allocates a claim on one node);
+- a claim template with ``matchAttribute: pcieRoot`` none of whose alternatives fits under one PCIe root of
+  one node, by the platform layouts the catalog cites (error; a warning where a pool's layout is not cited);
 - a tenant whose quota for a class exceeds what the whole cluster could ever allocate of it (warning).
 
 Under dynamic MIG the devices of one GPU overlap (its partitions and the whole GPU share its counters),
@@ -50,6 +52,7 @@ class PoolDevices:
     model: GpuModel
     dynamic: bool
     devices: tuple[tuple[Device, dict], ...]  # (expected device, its ResourceSlice entry)
+    platform: str | None = None  # the pool's gpu.platform (its cited PCIe layout)
 
 
 #: What validation knows each device will report; a selector on anything else (uuid, pciBusID, the CUDA
@@ -119,9 +122,9 @@ def published(spec: ClusterSpec) -> list[PoolDevices]:
         model = catalog.get(pool.gpu.model)
         dynamic = pool.sharing.mode is SharingMode.dynamic_mig and model.mig is not None
         layout = miglib.pool_layout(pool) if pool.sharing.mode is SharingMode.mig else None
-        devs = devices.dra_devices(model, pool.gpu.count, layout, dynamic=dynamic)
+        devs = devices.dra_devices(model, pool.gpu.count, layout, dynamic=dynamic, platform=pool.gpu.platform)
         out.append(PoolDevices(pool.name, len(pool.hosts), model, dynamic,
-                               tuple((d, _entry(spec, model, d)) for d in devs)))
+                               tuple((d, _entry(spec, model, d)) for d in devs), pool.gpu.platform))
     return out
 
 
@@ -279,6 +282,8 @@ def problems(spec: ClusterSpec) -> list[Problem]:
                            f"{detail}", _memory_hint(checked, pools) or "loosen the selector, or add a pool "
                            "whose GPUs it selects"))
     out += _templates(spec, pools, programs)
+    if pools:
+        out += _root_templates(spec, pools, programs)
     out += _quotas(spec, pools, programs)
     return out
 
@@ -286,6 +291,77 @@ def problems(spec: ClusterSpec) -> list[Problem]:
 def _best_node(pools: list[PoolDevices], program: cel.Program) -> tuple[int, str]:
     """The most matching devices one node can hold at once, and the pool that has it."""
     return max(((at_once(pd, program), pd.pool) for pd in pools), default=(0, ""))
+
+
+def at_once_one_root(pd: PoolDevices, program: cel.Program) -> int | None:
+    """How many devices matching ``program`` one node of the pool can have allocated at once under ONE PCIe
+    root (``resource.kubernetes.io/pcieRoot``, which MIG devices take from their GPU); None when the pool's
+    model has no cited platform layout (data/platforms.yaml), so which GPUs share a root is not known."""
+    hits = [d for d, entry in pd.devices if cel.evaluate(program, DRA_DRIVER, entry).matched]
+    if not hits:
+        return 0
+    if any(d.pcie_root is None for d in hits):
+        return None
+    return max(at_once(PoolDevices(pd.pool, pd.hosts, pd.model, pd.dynamic,
+                                   tuple((d, e) for d, e in pd.devices if d.pcie_root == root), pd.platform), program)
+               for root in sorted({d.pcie_root for d in hits if d.pcie_root}))
+
+
+def _layout_words(pd: PoolDevices) -> str:
+    platform = catalog.platform(pd.platform)
+    if platform is None:
+        return f"no platform given (nodePools[].gpu.platform), so no PCIe layout for {pd.model.key}"
+    roots = {d.pcie_root for d, _ in pd.devices if d.pcie_root}
+    gpus = {d.gpu for d, _ in pd.devices}
+    shape = ("every GPU under its own PCIe root" if len(roots) == len(gpus)
+             else f"{len(gpus)} GPUs under {len(roots)} roots")
+    return f"{platform.description.split(' (')[0]} layout: {shape}"
+
+
+def _root_templates(spec: ClusterSpec, pools: list[PoolDevices],
+                    programs: dict[str, cel.Program | None]) -> Iterable[Problem]:
+    """Templates with ``matchAttribute``: numaNode is refused (validate/dra.py); pcieRoot must fit under one
+    root of one node of some pool whose layout is cited."""
+    for i, t in enumerate(spec.dra.claim_templates):
+        if t.match_attribute != "pcieRoot":
+            continue
+        path = f"dra.claimTemplates[{i}].matchAttribute"
+        fits, unknown, parts = False, set(), []
+        for alt in t.alternatives:
+            program = programs.get(alt.device_class)
+            if program is None:
+                fits = True  # the class is not checked (reported elsewhere): neither is the constraint
+                continue
+            if _best_node(pools, program)[0] < alt.count:
+                continue  # too many for one node at all: the count's own error says so
+            best, where = 0, ""
+            for pd in pools:
+                n = at_once_one_root(pd, program)
+                if n is None:
+                    unknown.add(pd.pool)
+                elif n > best or not where:
+                    best, where = n, pd.pool
+            if best >= alt.count:
+                fits = True
+            elif where:
+                near = next((pd for pd in pools if pd.pool == where), None)
+                parts.append(f"{alt.count}x {alt.device_class!r} (at most {best} under one root"
+                             + (f", pool {where}: {_layout_words(near)})" if near and at_once(near, program) else ")"))
+        if fits or not (parts or unknown):
+            continue
+        if unknown:
+            known = f" ({' or '.join(parts)} where the layout is cited)" if parts else ""
+            yield Problem(path, f"claim template {t.name!r} asks for its devices under one PCIe root{known}; "
+                          f"pool(s) {', '.join(sorted(unknown))} may hold them, but name no platform with a cited "
+                          "PCIe layout (nodePools[].gpu.platform, `gpucluster catalog`): not checked there",
+                          "set the pools' gpu.platform where the catalog has it; without one the GPU simulator "
+                          "publishes no pcieRoot, so the local world never allocates this template, while a real "
+                          "node does if its GPUs share a root", "warning")
+            continue
+        yield Problem(path, f"claim template {t.name!r} asks for {' or '.join(parts)} with matchAttribute: "
+                      "pcieRoot: no node of any pool has that many under one PCIe root, so the scheduler never "
+                      "allocates it", "drop matchAttribute, or lower the count to what one root holds (MIG "
+                      "devices of one GPU share its root)")
 
 
 def _templates(spec: ClusterSpec, pools: list[PoolDevices],

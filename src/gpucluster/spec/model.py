@@ -140,6 +140,12 @@ class Host(Model):
         "too.",
     )
 
+    topology: dict[Name, Name] = Field(
+        default_factory=dict,
+        description="Where the host sits in the fabric: one domain per tier of topology.tiers, e.g. "
+        "{leaf: leaf-07, spine: spine-1}. Rendered as the node label gpucluster.dev/topology-<tier> and as "
+        "Volcano HyperNode membership (docs/topology.md).")
+
     @field_validator("ansible_vars")
     @classmethod
     def _connection_vars(cls, v: dict[str, object]) -> dict[str, object]:
@@ -191,6 +197,12 @@ class Sharing(Model):
 class Gpu(Model):
     model: str = Field(description="A GPU catalog key, e.g. H100-SXM5-80GB (see `gpucluster catalog`).")
     count: int = Field(ge=1, le=16, description="GPUs per host.")
+    platform: str | None = Field(
+        default=None,
+        description="The server platform whose cited PCIe/NUMA layout the hosts have (`gpucluster catalog` lists "
+        "them, e.g. dgx-h100). With it, the DRA driver's pciBusID and pcieRoot per GPU are known: verify compares "
+        "them, validation checks claim templates with matchAttribute: pcieRoot, the local world publishes them. "
+        "Without it none is assumed (another vendor's HGX board has other bus IDs).")
 
 
 class Taint(Model):
@@ -467,6 +479,15 @@ class ClaimTemplate(Model):
         "first that can be allocated (rendered as firstAvailable; the claim's status names the one taken). "
         "Replaces deviceClass and count.",
     )
+    match_attribute: Literal["pcieRoot", "numaNode"] | None = Field(
+        default=None,
+        description="Allocate all of the claim's devices under one value of this topology attribute: "
+        "pcieRoot puts them under one PCIe root complex (rendered as the constraint matchAttribute: "
+        "resource.kubernetes.io/pcieRoot; the scheduler picks only devices that publish it, MIG devices "
+        "carry their GPU's). Validation refuses a template no pool's cited platform layout can satisfy "
+        "(on DGX H100 every GPU has its own root). numaNode is refused: the pinned DRA driver (0.4.1) does "
+        "not publish resource.kubernetes.io/numaNode (0.5.0 does), so such a claim would never be allocated.",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> ClaimTemplate:
@@ -539,6 +560,30 @@ class Volcano(Model):
 class Scheduling(Model):
     volcano: Volcano = Field(default_factory=Volcano)
     priority_classes: list[PriorityClass] = Field(default_factory=_default_priorities)
+
+
+# --- topology ---------------------------------------------------------------------------------
+
+
+class Gang(Model):
+    """A gang shape the fabric must hold: ``gpus`` GPUs inside one domain of tier ``within``."""
+
+    name: Name
+    gpus: int = Field(ge=1, le=100000, description="Whole GPUs the gang asks for in all (pods x GPUs per pod).")
+    within: Name = Field(description="The widest tier of topology.tiers the gang may span (e.g. leaf).")
+
+
+class Topology(Model):
+    """The physical fabric: tiers closest first, each host's domain per tier (hosts[].topology)."""
+
+    tiers: list[Name] = Field(
+        default_factory=list, max_length=8,
+        description="Fabric tiers, closest first (e.g. [leaf, spine]): the first is Volcano's tier 1 (the "
+        "smallest domain), each next one a wider domain holding whole domains of the one before.")
+    gangs: list[Gang] = Field(
+        default_factory=list,
+        description="Gang shapes the cluster must be able to place inside one domain: validation refuses a "
+        "spec where no domain of the tier holds that many GPUs, and doctor says where one fits now.")
 
 
 # --- networking -------------------------------------------------------------------------------
@@ -733,6 +778,7 @@ class ClusterSpec(Model):
     gpu_operator: GpuOperator = Field(default_factory=GpuOperator)
     dra: Dra = Field(default_factory=Dra)
     scheduling: Scheduling = Field(default_factory=Scheduling)
+    topology: Topology = Field(default_factory=Topology)
     networking: Networking = Field(default_factory=Networking)
     tenants: list[Tenant] = Field(default_factory=list)
     monitoring: Monitoring = Field(default_factory=Monitoring)

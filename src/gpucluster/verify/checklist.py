@@ -15,6 +15,9 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
     ("Managed labels and taints", ["node-labels", "node-taints"], ""),
     ("Separate queues/quotas for online, batch, training, notebooks",
      ["tenant-quota", "tenant-queue", "tenant-admission", "priority-classes"], ""),
+    ("Fabric topology: nodes in their leaf/spine domains for topology-aware gangs", ["topology-domains", "node-labels"],
+     "verify checks the HyperNode tree and node labels against the spec; the placement itself is Volcano's "
+     "(network-topology-aware plugin), proven live in tests/integration/test_topology_live.py"),
     ("MIG/time-slicing choice tested", ["node-capacity", "node-labels", "mig-reconfig", "sharing-reconfig"],
      "verify checks the advertised result per sharing mode and follows changes to it; the choice itself is a "
      "design decision"),

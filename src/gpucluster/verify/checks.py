@@ -46,6 +46,7 @@ CHECKS: dict[str, str] = {
     "tenant-quota": "each tenant's ResourceQuota",
     "tenant-limitrange": "each tenant's LimitRange",
     "tenant-queue": "each tenant's Volcano queue",
+    "topology-domains": "each node in the Volcano HyperNode of its fabric domain at every tier",
     "tenant-security": "Pod Security labels and NetworkPolicies of each tenant namespace",
     "network-policy-enforcer": "flannel's NetworkPolicy add-on (kube-network-policies) runs, ready on every host",
     "tenant-admission": "tenant admission policies, bindings and namespace allowances",
@@ -91,6 +92,7 @@ NO_CHART_REPOSITORIES: dict[str, str] = {
     "deviceclass-matches": "--no-chart-repositories: no DRA device is published to match",
     "gpu-health": "--no-chart-repositories: neither the DCGM exporter nor the GPU Operator's validator runs",
     "tenant-queue": "--no-chart-repositories: Volcano's chart, which brings the Queue CRD, is not installed",
+    "topology-domains": "--no-chart-repositories: Volcano's chart, which brings the HyperNode CRD, is not installed",
     "network-policy-enforcer": "--no-chart-repositories: flannel's chart, whose add-on enforces NetworkPolicies, "
                                "is not installed",
 }

@@ -26,6 +26,7 @@ from gpucluster.verify.isolation import enforcer_checks
 from gpucluster.verify.model import Result, compare, differences, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
+from gpucluster.verify.topology import topology_checks
 
 GPU_PREFIXES = ("nvidia.com/", "rdma/")
 
@@ -245,7 +246,9 @@ def device_problems(want: list[Device], got: list[dict]) -> list[str]:
 
     def check(d: Device, dev: dict, start: int) -> None:
         attrs = _attrs(dev)
-        for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile)):
+        # pciBusID/pcieRoot only where the catalog cites the platform's layout (data/platforms.yaml).
+        for key, value in (("productName", d.product_name), ("type", d.type), ("profile", d.profile),
+                           ("pciBusID", d.pci_bus_id), ("pcieRoot", d.pcie_root)):
             if value is not None and attrs.get(key) != value:
                 problems.append(f"{dev['name']}.{key}={attrs.get(key)!r} (want {value!r})")
         mem = (dev.get("capacity") or {}).get("memory", {}).get("value")
@@ -691,7 +694,7 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
             *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
             *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, charts_reachable=charts_reachable),
-            *tenant_checks(spec, snap), *security_checks(spec, snap),
+            *tenant_checks(spec, snap), *topology_checks(spec, snap), *security_checks(spec, snap),
             *enforcer_checks(spec, snap, charts_reachable=charts_reachable),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
             *alert_checks(spec, snap), *chart_checks(spec, snap, charts_reachable=charts_reachable)]

@@ -60,6 +60,7 @@ class Snapshot:
     quotas: list[Obj] = field(default_factory=list)
     limit_ranges: list[Obj] = field(default_factory=list)
     queues: list[Obj] | None = None  # None: Volcano CRDs absent
+    hypernodes: list[Obj] | None = None  # None: Volcano's HyperNode CRD absent
     prometheus_rules: list[Obj] | None = None  # None: prometheus-operator CRDs absent
     namespaces: list[Obj] = field(default_factory=list)
     network_policies: list[Obj] = field(default_factory=list)
@@ -133,6 +134,7 @@ PATHS = {
     "quotas": kube.RESOURCE_QUOTAS,
     "limit_ranges": kube.LIMIT_RANGES,
     "queues": kube.VOLCANO_QUEUES,
+    "hypernodes": kube.VOLCANO_HYPERNODES,
     "prometheus_rules": kube.PROMETHEUS_RULES,
     "namespaces": kube.NAMESPACES,
     "network_policies": kube.NETWORK_POLICIES,
@@ -151,8 +153,8 @@ def fetch(kubeconfig: str | Path | None = None, context: str | None = None,
           helm_namespaces: Sequence[str] = (), operator_namespace: str | None = None,
           then: Callable[[kube.Kube, Snapshot], None] | None = None) -> Snapshot:
     """One LIST each: nodes, ResourceSlices, DeviceClasses, DaemonSets, quotas, limit ranges, Volcano
-    queues, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies and their
-    bindings, ResourceClaims and DeviceTaintRules (15 calls); Helm's deployed release records in each of
+    queues and HyperNodes, PrometheusRules, namespaces, NetworkPolicies, PriorityClasses, admission policies
+    and their bindings, ResourceClaims and DeviceTaintRules (16 calls); Helm's deployed release records in each of
     ``helm_namespaces`` (the namespaces the spec installs releases into: never cluster-wide, where any
     tenant admin could plant one); the pods of ``operator_namespace`` (the GPU Operator's: its DCGM
     exporters and validators); then one SubjectAccessReview per question, and ``then(api, snap)`` (the

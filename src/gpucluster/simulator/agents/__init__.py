@@ -193,7 +193,7 @@ def plan(view: ClusterView, node: NodeView) -> Plan:
             cuda_driver_version=nvml.cuda_driver_version(view.driver_version),
             missing=_names(node.annotations.get(L.FAULT_MISSING_DEVICES)),
             dynamic_mig=bool(view.dra_gates.get(dra_plugin.DYNAMIC_MIG)), server_minor=view.server_minor,
-            notes=out.notes, taints=started.taints,
+            notes=out.notes, taints=started.taints, platform=si.platform,
         )
         out.devices = [d for sl in out.slices for d in sl.get("devices") or []]
     else:

@@ -243,6 +243,7 @@ def published(
     cuda_driver_version: int,
     missing: set[str],
     taints: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+    platform: str | None = None,
 ) -> list[dict[str, Any]]:
     """The devices (resource.k8s.io/v1 shape) the plugin publishes for GPUs with MIG ``layout`` per GPU,
     with the health ``taints`` it set (device name -> taints)."""
@@ -256,8 +257,7 @@ def published(
             "cudaComputeCapability": {"version": semver(model.compute_capability)},
             "driverVersion": {"version": semver(driver_version)},
             "cudaDriverVersion": {"version": cuda_semver(cuda_driver_version)},
-            "resource.kubernetes.io/pciBusID": _string(pci_bus_id(minor)),
-            "resource.kubernetes.io/pcieRoot": _string(pcie_root(minor)),
+            **_topology(platform, len(layout), minor),
         }
         if not mig_devices:
             out.append({
@@ -314,7 +314,8 @@ def _quantities(values: dict[str, int]) -> dict[str, dict[str, str]]:
     return {k: {"value": str(v)} for k, v in values.items()}
 
 
-def _gpu_attributes(model: NvmlModel, minor: int, driver_version: str, cuda_driver_version: int) -> dict[str, Any]:
+def _gpu_attributes(model: NvmlModel, count: int, minor: int, driver_version: str,
+                    cuda_driver_version: int, platform: str | None) -> dict[str, Any]:
     return {
         "productName": _string(model.product_name),
         "brand": _string(BRAND),
@@ -322,9 +323,19 @@ def _gpu_attributes(model: NvmlModel, minor: int, driver_version: str, cuda_driv
         "cudaComputeCapability": {"version": semver(model.compute_capability)},
         "driverVersion": {"version": semver(driver_version)},
         "cudaDriverVersion": {"version": cuda_semver(cuda_driver_version)},
-        "resource.kubernetes.io/pciBusID": _string(pci_bus_id(minor)),
-        "resource.kubernetes.io/pcieRoot": _string(pcie_root(minor)),
+        **_topology(platform, count, minor),
     }
+
+
+def _topology(platform: str | None, count: int, minor: int) -> dict[str, Any]:
+    """The GPU's PCI attributes (deviceinfo.go:180-185), which its MIG devices take too (mig.go:176-182):
+    ``pciBusID`` always (discovery fails without one, nvlib.go:532-537), ``pcieRoot`` only where the layout
+    is cited (the driver omits it when sysfs cannot resolve it, nvlib.go:539-544; silicon.pcie_root)."""
+    out = {"resource.kubernetes.io/pciBusID": _string(pci_bus_id(platform, count, minor))}
+    root = pcie_root(platform, count, minor)
+    if root is not None:
+        out["resource.kubernetes.io/pcieRoot"] = _string(root)
+    return out
 
 
 def _with(common: dict[str, Any], **first: Any) -> dict[str, Any]:
@@ -332,12 +343,13 @@ def _with(common: dict[str, Any], **first: Any) -> dict[str, Any]:
     return {**first, **common}
 
 
-def _partitions(cluster: str, node: str, model: NvmlModel, minor: int, *, whole: bool, driver_version: str,
-                cuda_driver_version: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _partitions(cluster: str, node: str, model: NvmlModel, count: int, minor: int, *, whole: bool,
+                driver_version: str, cuda_driver_version: int,
+                platform: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One GPU under DynamicMIG: its devices (sorted by name, as the driver announces them) and counter set."""
     assert model.mig is not None
     counter_set = f"gpu-{minor}-counter-set"
-    common = _gpu_attributes(model, minor, driver_version, cuda_driver_version)
+    common = _gpu_attributes(model, count, minor, driver_version, cuda_driver_version, platform)
     parent = gpu_uuid(cluster, node, minor)
     maxima: dict[str, int] = {}
     slices = 0
@@ -386,6 +398,7 @@ def slices(
     server_minor: int = 37,
     notes: list[str] | None = None,
     taints: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+    platform: str | None = None,
 ) -> list[dict[str, Any]]:
     """The node's pool as slice contents (``{"devices": ...}`` and/or ``{"sharedCounters": ...}``).
 
@@ -394,7 +407,7 @@ def slices(
     """
     def static(gpus: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
         return published(cluster, node, model, gpus, driver_version=driver_version,
-                         cuda_driver_version=cuda_driver_version, missing=missing, taints=taints)
+                         cuda_driver_version=cuda_driver_version, missing=missing, taints=taints, platform=platform)
 
     if not (dynamic_mig and model.mig_capable):
         return [{"devices": static(layout)}]
@@ -407,11 +420,12 @@ def slices(
     for minor, mig_devices in enumerate(layout):
         toggles = model.architecture in MIG_TOGGLE
         if toggles or mig_devices:  # isDynamicMIGCapable (nvlib.go:1472)
-            devs, counters = _partitions(cluster, node, model, minor, whole=toggles, driver_version=driver_version,
-                                         cuda_driver_version=cuda_driver_version)
+            devs, counters = _partitions(cluster, node, model, len(layout), minor, whole=toggles,
+                                         driver_version=driver_version, cuda_driver_version=cuda_driver_version,
+                                         platform=platform)
             per_gpu.append(([d for d in devs if d["name"] not in missing], counters))
         else:  # Ampere with MIG off: the GPU as without the gate
-            whole = static([()] * (minor + 1))
+            whole = static([()] * len(layout))
             per_gpu.append(([d for d in whole if d["name"] == f"gpu-{minor}"], None))
     if server_minor >= SPLIT_FROM_MINOR:
         shared = [c for _, c in per_gpu if c is not None]

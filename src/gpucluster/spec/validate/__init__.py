@@ -25,6 +25,7 @@ from gpucluster.spec.validate import (
     node_pools,
     scheduling,
     tenants,
+    topology,
 )
 from gpucluster.spec.validate.common import Collector
 
@@ -37,6 +38,7 @@ def validate(spec: ClusterSpec) -> list[Problem]:
     gpu_operator.check(spec, c)
     dra.check(spec, c)
     scheduling.check(spec, c)
+    topology.check(spec, c)
     networking.check(spec, c)
     tenants.check(spec, c, capacity_known=pools_ok)
     cost.check(spec, c)

@@ -6,7 +6,7 @@ from gpucluster import catalog
 from gpucluster.spec import dra_fit
 from gpucluster.spec.model import ClusterSpec, SharingMode
 from gpucluster.spec.validate.common import Collector, close
-from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS
+from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS, DRA_UNPUBLISHED_ATTRIBUTES
 
 
 def check(spec: ClusterSpec, c: Collector) -> None:
@@ -36,6 +36,13 @@ def check(spec: ClusterSpec, c: Collector) -> None:
             if alt.device_class not in classes:
                 c.error(f"dra.claimTemplates[{i}].{where}", f"unknown DeviceClass {alt.device_class!r}",
                         close(alt.device_class, classes))
+        if t.match_attribute in DRA_UNPUBLISHED_ATTRIBUTES:
+            name, since = DRA_UNPUBLISHED_ATTRIBUTES[t.match_attribute]
+            c.error(f"dra.claimTemplates[{i}].matchAttribute",
+                    f"claim template {t.name!r} matches on {t.match_attribute}, but the pinned DRA driver "
+                    f"({d.chart.version}) does not publish {name} (it does from {since}): the scheduler picks only "
+                    "devices that have the attribute, so this claim would never be allocated",
+                    "use matchAttribute: pcieRoot, or drop it")
     if (d.device_classes or d.claim_templates) and not d.enabled:
         c.warn("dra.enabled", "DeviceClasses or claim templates are set but DRA is disabled; they are not rendered")
     _one_dynamic_mig_gate(spec, c)

@@ -45,6 +45,7 @@ def check(spec: ClusterSpec, c: Collector) -> bool:
         if model is None:
             c.error(f"{base}.gpu.model", f"unknown GPU model {pool.gpu.model!r}", model_hint(pool.gpu.model, cat))
             continue
+        _platform(f"{base}.gpu", pool, c)
         if pool.dra and pool.device_plugin:
             c.error(f"{base}.devicePlugin", "pool is served by both the DRA driver and the device plugin",
                     "the same GPUs would be advertised twice; set devicePlugin: false or dra: false")
@@ -121,3 +122,21 @@ def _mig_pool(spec: ClusterSpec, c: Collector, base: str, pool: NodePool, model:
     if spec.gpu_operator.mig_strategy == "single" and len([p for p, n in layout.items() if n]) > 1:
         c.error(where, "gpuOperator.migStrategy is single, but this layout mixes profiles",
                 "use one profile per GPU, or set gpuOperator.migStrategy: mixed")
+
+
+def _platform(path: str, pool: NodePool, c: Collector) -> None:
+    """``gpu.platform`` names a platform of the catalog that holds the pool's model, and that many GPUs."""
+    key = pool.gpu.platform if pool.gpu else None
+    if key is None or pool.gpu is None:
+        return
+    plat = catalog.platform(key)
+    if plat is None:
+        c.error(f"{path}.platform", f"unknown platform {key!r}",
+                close(key, catalog.platforms()) or "`gpucluster catalog` lists the platforms with a cited layout; "
+                "leave platform out for a board it does not list")
+    elif pool.gpu.model not in plat.models:
+        c.error(f"{path}.platform", f"platform {key!r} ({plat.description}) holds {', '.join(plat.models)}, not "
+                f"{pool.gpu.model}", "leave platform out, or fix gpu.model")
+    elif pool.gpu.count > len(plat.gpus):
+        c.error(f"{path}.platform", f"platform {key!r} holds {len(plat.gpus)} GPUs, not {pool.gpu.count}",
+                f"set gpu.count to at most {len(plat.gpus)}, or leave platform out")
