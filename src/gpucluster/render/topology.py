@@ -50,11 +50,6 @@ def hypernode_name(tier: str, domain: str) -> str:
     return f"{tier}.{domain}"
 
 
-def tier_number(spec: ClusterSpec, tier: str) -> int:
-    """Volcano's tier number for a spec tier (1 = the closest)."""
-    return spec.topology.tiers.index(tier) + 1
-
-
 def enabled(spec: ClusterSpec) -> bool:
     """HyperNodes and the topology plugin are rendered: tiers are declared and Volcano runs."""
     return bool(spec.topology.tiers) and spec.scheduling.volcano.enabled
