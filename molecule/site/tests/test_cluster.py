@@ -43,16 +43,29 @@ def test_every_host_is_a_ready_node(host):
 
 
 def test_static_control_plane_pods_run_from_the_imported_images(host):
+    """Every static control-plane pod becomes Ready and runs an image kubeadm lists, imported locally.
+
+    Readiness is waited for (the kubelet's own condition, up to three minutes), not read at one instant:
+    with two etcd members on a busy host an API server's /readyz probe can fail for a few seconds while
+    etcd catches up, and the kubelet reports that honestly. A pod that never becomes Ready still fails,
+    with its container state in the message.
+    """
     listed = host.check_output("kubeadm config images list --config /etc/kubernetes/kubeadm-config.yaml").split()
+    names = [f"{component}-{cp}" for component in ("etcd", "kube-apiserver", "kube-controller-manager",
+                                                   "kube-scheduler") for cp in CONTROL_PLANES]
+    waited = host.run(f"{KUBECTL} wait -n kube-system --for=condition=Ready --timeout=180s "
+                      + " ".join(shlex.quote(f"pod/{n}") for n in names))
     pods = {p["metadata"]["name"]: p for p in kubectl_json(host, "get", "pods", "-n", "kube-system")["items"]}
-    for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
-        for cp in CONTROL_PLANES:
-            pod = pods[f"{component}-{cp}"]
-            assert pod["status"]["phase"] == "Running", (component, cp)
-            (container,) = pod["status"]["containerStatuses"]
-            assert container["ready"], (component, cp)
-            image = pod["spec"]["containers"][0]["image"]
-            assert image in listed and image.startswith("localhost/gpucluster/"), (component, image, listed)
+    states = {}
+    for name in names:
+        status = pods[name]["status"]
+        (container,) = status["containerStatuses"]
+        states[name] = (status["phase"], container["ready"], container["restartCount"], container["state"])
+    unready = {name: state for name, state in states.items() if state[:2] != ("Running", True)}
+    assert waited.rc == 0 and not unready, (unready, waited.stderr)
+    for name in names:
+        image = pods[name]["spec"]["containers"][0]["image"]
+        assert image in listed and image.startswith("localhost/gpucluster/"), (name, image, listed)
 
 
 @pytest.mark.parametrize("name", [h.name for h in SPEC.hosts])
