@@ -95,6 +95,7 @@ def host_vars(spec: Any, host: Any, node: dict[str, Any]) -> dict[str, Any]:
     """Variables of one host: connection, pool facts, node labels/taints, MIG and RDMA settings."""
     # Imported here so that `ansible-doc` works without the package; the plugin itself needs it.
     from gpucluster.render.gpu_operator import mig_config_name, mig_parted_config
+    from gpucluster.render.kubelet import kubelet_patch
 
     roles = [r.value for r in host.roles]
     pool = spec.pool_of(host.name)
@@ -112,6 +113,9 @@ def host_vars(spec: Any, host: Any, node: dict[str, Any]) -> dict[str, Any]:
         "kubernetes_node_role": "control-plane" if "control-plane" in roles else "worker",
         "kubernetes_node_labels": node["labels"],
         "kubernetes_node_taints": node["taints"],
+        # The pool's kubelet Topology/CPU/Memory Manager policies, as a kubeadm patch of this node's
+        # KubeletConfiguration ({}: the kubelet's defaults).
+        "kubernetes_node_kubelet_patch": kubelet_patch(pool),
         "nvidia_driver_enabled": has_gpu,
         "nvidia_container_toolkit_enabled": host_toolkit,
         "container_runtime_nvidia_enabled": host_toolkit,

@@ -3,37 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from testkit import hostvars, inventory, role_vars
 
 from gpucluster.render.gpu_operator import mig_parted_config
 from gpucluster.render.nodes import node_config
 from gpucluster.spec import features, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
-
-
-def _plain(value):
-    """Drop ansible-core 2.19's ``{"__ansible_unsafe": ...}`` wrappers from ``--list`` output."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def inventory(path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    return subprocess.run([str(ANSIBLE_INVENTORY), "-i", str(path), "--list"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +21,6 @@ def local_inv() -> dict:
     proc = inventory(REPO / "inventories" / "local")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
-
-
-def hostvars(inv: dict, host: str) -> dict:
-    return _plain(inv["_meta"]["hostvars"][host])
 
 
 def test_groups_per_role_and_pool(local_inv):
@@ -122,7 +98,6 @@ def test_cluster_yaml_is_not_parsed_as_inventory(local_inv):
     assert "nodePools" not in local_inv and "kubernetes" not in local_inv
 
 
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
 def test_kubeadm_pod_subnet_is_the_pod_network_cidr(tmp_path):
@@ -172,29 +147,6 @@ def test_kubeadm_gets_the_gates_and_apis_the_specs_dra_features_need(tmp_path, v
                                                         f"{features.DCGM_EXPORTER_SLICES_API}=true"},
                         "controllerManager": {}, "scheduler": {}}
         assert kubelet_gates == {}
-
-
-def role_vars(inventory: Path, host: str, expression: str):
-    """``expression`` over the kubernetes_node role's vars for ``host`` of ``inventory`` (the inventory
-    plugin's variables), as Ansible evaluates it on the controller: no host is contacted."""
-    out = inventory / "role-vars.json"
-    (inventory / "play.yml").write_text(f"""
-- hosts: {host}
-  gather_facts: false
-  connection: local
-  tasks:
-    - ansible.builtin.include_vars: {REPO}/roles/kubernetes_node/vars/main.yml
-    - ansible.builtin.copy:
-        content: "{{{{ {expression} | to_json }}}}"
-        dest: {out}
-        mode: "0600"
-""")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(inventory / "play.yml"),
-                           "-e", f"ansible_python_interpreter={sys.executable}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(out.read_text())
 
 
 def test_the_endpoint_provider_and_its_address_reach_the_api_endpoint_role(tmp_path, local_inv):

@@ -246,6 +246,56 @@ class Rdma(Model):
     hugepages: int = Field(default=0, ge=0, description="2Mi hugepages to reserve on each host.")
 
 
+CPUSET = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
+
+
+def check_cpuset(value: str) -> str:
+    """A Linux CPU list as the kubelet parses it (k8s.io/utils cpuset.Parse): ``0``, ``0-1``, ``0,56``."""
+    value = str(value)
+    if not CPUSET.fullmatch(value):
+        raise ValueError(f"{value!r} is not a CPU list; hint: write CPU numbers and ranges like 0,56 or 0-1")
+    for part in value.split(","):
+        low, _, high = part.partition("-")
+        if high and int(high) < int(low):
+            raise ValueError(f"{value!r}: the range {part!r} runs backwards; hint: write it as {high}-{low}")
+    return value
+
+
+class ResourceManagers(Model):
+    """The kubelet's Topology, CPU and Memory Manager policies for one pool's hosts.
+
+    Written per host as a kubeadm patch of the KubeletConfiguration (target ``kubeletconfiguration``), which
+    ``kubeadm init`` and ``kubeadm join`` apply to the node's /var/lib/kubelet/config.yaml only, so each pool
+    keeps its own. Field names and values are the KubeletConfiguration's (kubelet.config.k8s.io/v1beta1).
+    """
+
+    topology_manager_policy: Literal["none", "best-effort", "restricted", "single-numa-node"] = Field(
+        default="none", description="How the kubelet aligns a pod's GPUs (device plugin), CPUs and memory on NUMA "
+        "nodes. restricted admits a pod only where its resources can take the fewest NUMA nodes that can hold "
+        "them (an 8-GPU pod on a DGX H100 gets both sockets); single-numa-node admits only pods that fit on one "
+        "NUMA node (no pod asking for more GPUs than one socket holds). DRA devices are not aligned: the "
+        "kubelet's DRA manager gives the Topology Manager no hints; ask for GPUs under one pcieRoot instead.")
+    topology_manager_scope: Literal["container", "pod"] = Field(
+        default="container", description="pod aligns all of a pod's containers together (what a training pod "
+        "with sidecars needs); container aligns each container on its own.")
+    cpu_manager_policy: Literal["none", "static"] = Field(
+        default="none", description="static gives containers of Guaranteed pods with whole CPUs exclusive cores "
+        "(NUMA-aligned under a topology policy). Needs reservedSystemCPUs.")
+    reserved_system_cpus: Annotated[str, AfterValidator(check_cpuset)] | None = Field(
+        default=None, alias="reservedSystemCPUs", description="CPUs kept for the system and the kubelet, never "
+        "handed to a pod, e.g. 0,56 (one core on each socket of a two-socket host). Required by cpuManagerPolicy "
+        "static.")
+    memory_manager_policy: Literal["None", "Static"] = Field(
+        default="None", description="Static pins the memory (and hugepages) of Guaranteed pods to the NUMA nodes "
+        "their CPUs and devices sit on. Needs reservedMemoryPerNumaNode.")
+    reserved_memory_per_numa_node: Memory | None = Field(
+        default=None, description="Memory kept for the system on each NUMA node with memoryManagerPolicy Static, "
+        "e.g. 2Gi. gpucluster writes it as the kubelet's reservedMemory for every NUMA node of the pool's "
+        "platform (one node without a platform) and sets systemReserved.memory so that their sum equals "
+        "systemReserved plus the kubelet's default hard eviction threshold (memory.available 100Mi), which the "
+        "kubelet requires.")
+
+
 DEFAULT_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
@@ -271,6 +321,9 @@ class NodePool(Model):
         default=None, description="Defaults to nvidia.com/gpu=present:NoSchedule on GPU pools, none on CPU pools."
     )
     rdma: Rdma | None = None
+    resource_managers: ResourceManagers | None = Field(
+        default=None, description="The kubelet's Topology, CPU and Memory Manager policies on this pool's hosts "
+        "(the host layer writes them; absent: the kubelet's defaults, none).")
 
     @property
     def uses_device_plugin(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpucluster import catalog
 from gpucluster.catalog import GpuModel
 from gpucluster.spec import mig as miglib
+from gpucluster.spec import resource_managers as rmlib
 from gpucluster.spec.model import ClusterSpec, NodePool, SharingMode
 from gpucluster.spec.validate.common import Collector, close, model_hint
 from gpucluster.upstream import MIG_TOGGLE_ARCHITECTURES, SHARED_MODES
@@ -36,6 +37,7 @@ def check(spec: ClusterSpec, c: Collector) -> bool:
                         "a host belongs to exactly one pool")
             owner.setdefault(host, pool.name)
         sharing = pool.sharing
+        _resource_managers(f"{base}.resourceManagers", pool, c)
         if pool.gpu is None:
             if sharing.mode is not SharingMode.exclusive or pool.dra:
                 c.error(f"{base}.sharing.mode", "GPU sharing or DRA set on a pool without `gpu`",
@@ -82,6 +84,50 @@ def check(spec: ClusterSpec, c: Collector) -> bool:
             c.warn(f"{base}.rdma", "RDMA interfaces set but the network operator is disabled",
                    "pods cannot request rdma/* resources without the RDMA shared device plugin")
     return len(c.problems) == errors_before
+
+
+def _resource_managers(path: str, pool: NodePool, c: Collector) -> None:
+    """The kubelet's manager policies are complete (what the kubelet refuses to start without) and say what
+    they cannot do on this pool (k8s.io/kubernetes v1.37.2 pkg/kubelet/cm: the Topology Manager's hint
+    providers are the device, CPU and Memory managers, container_manager_linux.go:315,344,359; no DRA one)."""
+    rm = pool.resource_managers
+    if rm is None:
+        return
+    if rm.cpu_manager_policy == "static" and rm.reserved_system_cpus is None:
+        c.error(f"{path}.reservedSystemCPUs", "cpuManagerPolicy static needs CPUs reserved for the system: the "
+                "kubelet refuses to start without a CPU reservation",
+                "set reservedSystemCPUs, e.g. 0,56 (one core on each socket of a two-socket host)")
+    if rm.memory_manager_policy == "Static":
+        if rm.reserved_memory_per_numa_node is None:
+            c.error(f"{path}.reservedMemoryPerNumaNode", "memoryManagerPolicy Static needs memory reserved on "
+                    "each NUMA node: the kubelet refuses to start without it",
+                    "set reservedMemoryPerNumaNode, e.g. 2Gi")
+        elif rmlib.system_reserved_memory(pool) <= 0:
+            nodes = len(rmlib.numa_nodes(pool))
+            c.error(f"{path}.reservedMemoryPerNumaNode", f"{rm.reserved_memory_per_numa_node} on each of {nodes} "
+                    "NUMA node(s) does not exceed the kubelet's hard eviction threshold (memory.available 100Mi), "
+                    "which the Memory Manager counts as reserved", "reserve more, e.g. 2Gi")
+    elif rm.reserved_memory_per_numa_node is not None:
+        c.error(f"{path}.reservedMemoryPerNumaNode", "reservedMemoryPerNumaNode is only used by memoryManagerPolicy "
+                "Static", "set memoryManagerPolicy: Static, or remove reservedMemoryPerNumaNode")
+    if rm.topology_manager_policy == "none":
+        return
+    if pool.uses_dra and not pool.uses_device_plugin:
+        c.warn(f"{path}.topologyManagerPolicy", f"topologyManagerPolicy {rm.topology_manager_policy} aligns CPUs "
+               "and memory only on a DRA pool: the kubelet's DRA manager gives the Topology Manager no hints, so "
+               "claimed GPUs can land on another NUMA node", "ask for GPUs under one PCIe root in the claim "
+               "template (matchAttribute: pcieRoot); keep the policy for the CPUs")
+    plat = catalog.platform(pool.gpu.platform if pool.gpu else None)
+    if rm.topology_manager_policy == "single-numa-node" and pool.uses_device_plugin and plat and pool.gpu:
+        per_node: dict[int, int] = {}
+        for g in plat.gpus[:pool.gpu.count]:
+            per_node[g.numa_node] = per_node.get(g.numa_node, 0) + 1
+        most = max(per_node.values())
+        if most < pool.gpu.count:
+            c.warn(f"{path}.topologyManagerPolicy", f"single-numa-node rejects every pod asking for more than "
+                   f"{most} GPUs on {plat.key} (at most {most} of its {pool.gpu.count} GPUs share a NUMA node): "
+                   "the kubelet fails them with TopologyAffinityError", "use restricted, which gives such a pod "
+                   "the fewest NUMA nodes that hold its GPUs")
 
 
 def _dynamic_mig_pool(c: Collector, base: str, pool: NodePool, model: GpuModel) -> None:

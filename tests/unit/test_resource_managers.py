@@ -1,0 +1,153 @@
+"""``nodePools[].resourceManagers``: the kubelet's Topology, CPU and Memory Manager policies per pool, what
+validation refuses or warns about, the KubeletConfiguration patch the host layer gets, and how it reaches the
+kubernetes_node role (live, on real kubelets: molecule/site/tests/test_resource_managers.py).
+
+Expected values are written out here, from the kubelet's rules (k8s.io/kubernetes v1.37.2
+pkg/kubelet/cm/memorymanager/memory_manager.go:433-468: the per-NUMA reservations add up to kubeReserved +
+systemReserved + the memory.available hard eviction threshold, 100Mi by default), not computed with the code
+under test.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from testkit import REPO, find, hostvars, inventory, problems, role_vars
+
+from gpucluster.render.kubelet import kubelet_patch
+from gpucluster.spec import load_spec
+
+RESTRICTED_CPU = {"topologyManagerPolicy": "restricted", "topologyManagerScope": "pod",
+                  "cpuManagerPolicy": "static", "reservedSystemCPUs": "0,56"}
+
+
+def with_managers(base: dict, pool: int = 0, **fields) -> dict:
+    base["nodePools"][pool]["resourceManagers"] = fields
+    return base
+
+
+# -- validation ------------------------------------------------------------------------------------------
+
+def test_a_static_cpu_manager_without_reserved_cpus_is_refused_naming_the_field(write_spec, base):
+    p = find(problems(write_spec, with_managers(base, cpuManagerPolicy="static")),
+             "nodePools[0].resourceManagers.reservedSystemCPUs")
+    assert "kubelet refuses to start" in p.message and "0,56" in p.hint
+
+
+@pytest.mark.parametrize(("cpus", "says"), [("0-", "not a CPU list"), ("a", "not a CPU list"),
+                                            ("0, 56", "not a CPU list"), ("3-1", "runs backwards")])
+def test_a_reserved_cpu_list_the_kubelet_cannot_parse_is_refused(write_spec, base, cpus, says):
+    p = find(problems(write_spec, with_managers(base, cpuManagerPolicy="static", reservedSystemCPUs=cpus)),
+             "nodePools[0].resourceManagers.reservedSystemCPUs")
+    assert says in p.message, p
+
+
+def test_a_static_memory_manager_needs_a_reservation_that_exceeds_the_eviction_threshold(write_spec, base):
+    p = find(problems(write_spec, with_managers(base, memoryManagerPolicy="Static")),
+             "nodePools[0].resourceManagers.reservedMemoryPerNumaNode")
+    assert "kubelet refuses to start" in p.message
+    # one NUMA node (no platform): 100Mi is exactly the eviction threshold, nothing left for systemReserved
+    p = find(problems(write_spec, with_managers(base, memoryManagerPolicy="Static", reservedMemoryPerNumaNode="100Mi")),
+             "nodePools[0].resourceManagers.reservedMemoryPerNumaNode")
+    assert "1 NUMA node(s)" in p.message and "100Mi" in p.message
+    # two NUMA nodes (the DGX H100 platform): 2 x 100Mi exceeds it
+    base["nodePools"][0]["gpu"]["platform"] = "dgx-h100"
+    spec = load_spec(write_spec(with_managers(base, memoryManagerPolicy="Static", reservedMemoryPerNumaNode="100Mi")))
+    assert spec.node_pools[0].resource_managers.reserved_memory_per_numa_node == "100Mi"
+
+
+def test_a_memory_reservation_without_the_static_policy_is_refused(write_spec, base):
+    p = find(problems(write_spec, with_managers(base, reservedMemoryPerNumaNode="2Gi")),
+             "nodePools[0].resourceManagers.reservedMemoryPerNumaNode")
+    assert "memoryManagerPolicy Static" in p.message
+
+
+def test_policy_names_are_the_kubelets_own(write_spec, base):
+    # the kubelet spells the memory policy capitalised and the others in lower case
+    for field, wrong in (("memoryManagerPolicy", "static"), ("topologyManagerPolicy", "Restricted"),
+                         ("cpuManagerPolicy", "Static"), ("topologyManagerScope", "node")):
+        probs = problems(write_spec, with_managers(base, **{field: wrong}))
+        assert any(p.path.endswith(f"resourceManagers.{field}") for p in probs), (field, [str(p) for p in probs])
+
+
+def test_single_numa_node_on_a_dgx_h100_device_plugin_pool_warns_that_8_gpu_pods_are_rejected(write_spec, base):
+    base["nodePools"][0]["gpu"]["platform"] = "dgx-h100"
+    spec = load_spec(write_spec(with_managers(base, topologyManagerPolicy="single-numa-node")))
+    (w,) = spec.warnings
+    assert w.path == "nodePools[0].resourceManagers.topologyManagerPolicy"
+    assert "more than 4 GPUs on dgx-h100" in w.message and "restricted" in w.hint
+    # restricted gives an 8-GPU pod both sockets: no warning
+    base = yaml.safe_load(yaml.safe_dump(base))
+    assert load_spec(write_spec(with_managers(base, topologyManagerPolicy="restricted"))).warnings == []
+    # four GPUs fit one socket: single-numa-node is fine
+    base["nodePools"][0]["gpu"]["count"] = 4
+    assert load_spec(write_spec(with_managers(base, topologyManagerPolicy="single-numa-node"))).warnings == []
+
+
+def test_a_topology_policy_on_a_dra_pool_warns_that_claimed_gpus_are_not_aligned(write_spec, base):
+    base["nodePools"][0]["dra"] = True
+    base["dra"] = {"enabled": True}
+    spec = load_spec(write_spec(with_managers(base, topologyManagerPolicy="restricted")))
+    (w,) = [w for w in spec.warnings if w.path.endswith("topologyManagerPolicy")]
+    assert "no hints" in w.message and "pcieRoot" in w.hint
+
+
+# -- the patch ---------------------------------------------------------------------------------------------
+
+def test_the_patch_carries_the_policies_and_reserves_memory_on_every_socket_of_the_platform(write_spec, base):
+    base["nodePools"][0]["gpu"]["platform"] = "dgx-h100"
+    spec = load_spec(write_spec(with_managers(base, **RESTRICTED_CPU, memoryManagerPolicy="Static",
+                                              reservedMemoryPerNumaNode="2Gi")))
+    assert kubelet_patch(spec.node_pools[0]) == {
+        **RESTRICTED_CPU, "memoryManagerPolicy": "Static",
+        # DGX H100: GPUs 0-3 on NUMA 0, 4-7 on NUMA 1 (platforms.yaml, DGX user guide Table 6)
+        "reservedMemory": [{"numaNode": 0, "limits": {"memory": "2Gi"}}, {"numaNode": 1, "limits": {"memory": "2Gi"}}],
+        # 2 x 2048Mi = systemReserved + 100Mi
+        "systemReserved": {"memory": "3996Mi"},
+    }
+    # no platform: NUMA node 0 alone; a byte amount that is not whole Mi stays in bytes
+    base["nodePools"][0]["gpu"].pop("platform")
+    spec = load_spec(write_spec(with_managers(base, memoryManagerPolicy="Static", reservedMemoryPerNumaNode="1G")))
+    patch = kubelet_patch(spec.node_pools[0])
+    assert patch["reservedMemory"] == [{"numaNode": 0, "limits": {"memory": "1G"}}]
+    assert patch["systemReserved"] == {"memory": str(10**9 - 100 * 2**20)}
+    assert "reservedSystemCPUs" not in patch and patch["cpuManagerPolicy"] == "none"
+    # a pool without resourceManagers gets no patch at all (the kubelet's defaults, no patches folder)
+    assert kubelet_patch(spec.node_pools[1]) == {}
+
+
+# -- through the inventory plugin to the kubernetes_node role ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Path:
+    """The lab inventory, whose DGX H100 training pool sets restricted/pod and the static CPU manager."""
+    folder = tmp_path_factory.mktemp("lab")
+    for name in ("cluster.yaml", "hosts.gpucluster.yml"):
+        shutil.copy(REPO / "inventories" / "lab" / name, folder)
+    return folder
+
+
+def test_the_pools_hosts_get_the_patch_and_no_other_host_does(lab):
+    proc = inventory(lab)
+    assert proc.returncode == 0, proc.stderr
+    inv = json.loads(proc.stdout)
+    spec = load_spec(lab)
+    (pool,) = [p for p in spec.node_pools if p.resource_managers]
+    assert pool.name == "h100-train"
+    for host in spec.hosts:
+        got = hostvars(inv, host.name)["kubernetes_node_kubelet_patch"]
+        assert got == ({**RESTRICTED_CPU, "memoryManagerPolicy": "None"} if host.name in pool.hosts else {}), host
+
+
+def test_kubeadm_reads_the_patches_folder_only_where_a_patch_is_set(lab):
+    # what vars/main.yml merges into the host's InitConfiguration and its JoinConfiguration
+    spec = load_spec(lab)
+    folder = {"kubernetes_node_patches_dir": "/etc/kubernetes/patches"}
+    assert role_vars(lab, spec.control_planes[0].name, "kubernetes_node_patches_part", extra=folder) == {}
+    worker = next(h for p in spec.node_pools if p.resource_managers for h in p.hosts)
+    assert role_vars(lab, worker, "kubernetes_node_patches_part", extra=folder) == {
+        "patches": {"directory": "/etc/kubernetes/patches"}}
