@@ -151,3 +151,35 @@ def test_kubeadm_reads_the_patches_folder_only_where_a_patch_is_set(lab):
     worker = next(h for p in spec.node_pools if p.resource_managers for h in p.hosts)
     assert role_vars(lab, worker, "kubernetes_node_patches_part", extra=folder) == {
         "patches": {"directory": "/etc/kubernetes/patches"}}
+
+
+# -- the doctor names a pod the kubelet's Topology Manager refused -----------------------------------------
+
+def rejected_pod(reason: str, gpus: int = 8) -> dict:
+    """A pod as the kubelet leaves one it refused at admission (pkg/kubelet/kubelet.go:2640 rejectPod)."""
+    return {"metadata": {"name": "train", "namespace": "team-a", "uid": "u1"},
+            "spec": {"nodeName": "g1", "containers": [{"name": "main", "resources": {
+                "limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": "Failed", "reason": reason,
+                       "message": "Pod was rejected: Resources cannot be allocated with Topology locality"}}
+
+
+@pytest.mark.parametrize("policy", ["single-numa-node", "restricted"])
+def test_the_doctor_names_a_topology_affinity_rejection_with_the_pools_policy(write_spec, base, policy):
+    from gpucluster.doctor import diagnose_pod
+    from gpucluster.doctor.model import View
+
+    base["nodePools"][0]["gpu"]["platform"] = "dgx-h100"
+    spec = load_spec(write_spec(with_managers(base, topologyManagerPolicy=policy)))
+    pod = rejected_pod("TopologyAffinityError")
+    d = diagnose_pod(pod, View(spec=spec, nodes=[], pods=[pod]))
+    assert d.blocked and d.cause.cause == "topology-affinity" and d.node == "g1", d
+    assert f"under the topologyManagerPolicy {policy} of pool h100" in d.cause.summary
+    assert "Resources cannot be allocated with Topology locality" in d.cause.evidence[0]
+    if policy == "single-numa-node":
+        assert "at most 4 GPUs per pod" in d.cause.fix and "restricted" in d.cause.fix
+    else:
+        assert "at most" not in d.cause.fix
+    # the kubelet refusing it for another reason is not the Topology Manager's doing
+    other = rejected_pod("OutOfcpu")
+    assert diagnose_pod(other, View(spec=spec, nodes=[], pods=[other])).cause.cause != "topology-affinity"

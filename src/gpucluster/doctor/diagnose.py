@@ -2,7 +2,8 @@
 
 The reasoning follows what decides where a GPU pod runs, outermost first:
 
-1. does the pod run already (then nothing is blamed);
+1. did its node's kubelet refuse it (Topology Manager admission), or does it run already (then nothing is
+   blamed);
 2. Volcano: is its gang complete, and does its queue have room under its capability;
 3. the spec: which pools could *ever* hold its extended resources and satisfy its node selector;
 4. DRA: do its claims' DeviceClasses match a device nobody holds;
@@ -36,6 +37,7 @@ from gpucluster.doctor.objects import (
     wants_claims,
 )
 from gpucluster.doctor.pools import Pool, fits, largest, selected, spec_pools
+from gpucluster.spec import resource_managers as rmlib
 from gpucluster.verify.nodestate import MIG_FAILED, mig_change
 
 #: Name prefix of the GPU Operator's device-plugin DaemonSet pods (gpu-operator v26.3.0; facts: daemonsets).
@@ -198,10 +200,45 @@ def _pick(findings: list[Finding]) -> tuple[Finding, tuple[Finding, ...]]:
     return ordered[0], tuple(ordered[1:])
 
 
+#: The reason the kubelet gives a pod its Topology Manager refuses at admission: the pod goes Failed with it
+#: (k8s.io/kubernetes v1.37.2 pkg/kubelet/cm/topologymanager/topology_manager.go:43, pkg/kubelet/kubelet.go:2640
+#: rejectPod: phase Failed, this reason, "Pod was rejected: Resources cannot be allocated with Topology locality").
+TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
+
+
+def _topology_affinity(pod: Obj, view: View) -> Finding | None:
+    """The kubelet refused the pod because its resources cannot share the NUMA nodes its pool's policy demands."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Failed" or status.get("reason") != TOPOLOGY_AFFINITY_ERROR:
+        return None
+    node = pod["spec"].get("nodeName", "")
+    pool = view.spec.pool_of(node) if node else None
+    rm = pool.resource_managers if pool is not None else None
+    policy = rm.topology_manager_policy if rm is not None else None
+    where = f"the topologyManagerPolicy {policy} of pool {pool.name}" if pool is not None and policy else (
+        "its kubelet's Topology Manager policy")
+    most = rmlib.gpus_per_numa_node(pool) if pool is not None else None
+    if policy == "single-numa-node" and most and pool is not None and pool.gpu is not None:
+        fix = (f"ask for at most {most} GPUs per pod (what one NUMA node of {pool.gpu.platform} holds), or set "
+               f"topologyManagerPolicy: restricted for pool {pool.name!r} (nodePools[].resourceManagers; joined "
+               "nodes are removed and added back)")
+    else:
+        fix = ("ask for fewer GPUs or whole CPUs per pod, so they fit the NUMA nodes the policy allows, or relax the "
+               "pool's topologyManagerPolicy (nodePools[].resourceManagers); a controller's replacement pods are "
+               "refused the same way")
+    return Finding("topology-affinity",
+                   f"the kubelet on {node or 'its node'} refused the pod at admission: its GPUs, CPUs or memory "
+                   f"cannot be aligned on NUMA nodes under {where}",
+                   fix, (f"pod status: {status.get('reason')}: {status.get('message', '')}",))
+
+
 def diagnose_pod(pod: Obj, view: View, pools: list[Pool] | None = None) -> Diagnosis:
     """The blocking cause of one pod, or why nothing blocks it."""
     subject, phase = name_of(pod), pod.get("status", {}).get("phase", "Unknown")
     notes = [f for f in (_priority(pod, view),) if f is not None]
+    rejected = _topology_affinity(pod, view)
+    if rejected is not None:
+        return Diagnosis(subject, phase, rejected, tuple(notes), pod["spec"].get("nodeName", ""))
     if bound(pod) or finished(pod):
         node = pod["spec"].get("nodeName", "")
         what = {"Running": f"runs on {node}", "Succeeded": "finished successfully",

@@ -24,6 +24,7 @@ CAUSES = (
     "priority-class-missing",
     "quota-exceeded",
     "create-refused",
+    "topology-affinity",
     "gang-incomplete",
     "no-pool-fits",
     "dra-selector-error",

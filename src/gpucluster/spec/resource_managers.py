@@ -30,3 +30,15 @@ def system_reserved_memory(pool: NodePool) -> Decimal:
     if rm is None or rm.reserved_memory_per_numa_node is None:
         return Decimal(0)
     return parse_quantity(rm.reserved_memory_per_numa_node) * len(numa_nodes(pool)) - EVICTION_HARD_MEMORY
+
+
+def gpus_per_numa_node(pool: NodePool) -> int | None:
+    """The most of the pool's GPUs that share one NUMA node on its platform (4 of 8 on a DGX H100): the most
+    one pod may ask for under the Topology Manager's single-numa-node policy. None without a platform."""
+    plat = catalog.platform(pool.gpu.platform if pool.gpu else None)
+    if plat is None or pool.gpu is None:
+        return None
+    per_node: dict[int, int] = {}
+    for g in plat.gpus[:pool.gpu.count]:
+        per_node[g.numa_node] = per_node.get(g.numa_node, 0) + 1
+    return max(per_node.values())

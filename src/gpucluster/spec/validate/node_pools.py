@@ -117,17 +117,13 @@ def _resource_managers(path: str, pool: NodePool, c: Collector) -> None:
                "and memory only on a DRA pool: the kubelet's DRA manager gives the Topology Manager no hints, so "
                "claimed GPUs can land on another NUMA node", "ask for GPUs under one PCIe root in the claim "
                "template (matchAttribute: pcieRoot); keep the policy for the CPUs")
-    plat = catalog.platform(pool.gpu.platform if pool.gpu else None)
-    if rm.topology_manager_policy == "single-numa-node" and pool.uses_device_plugin and plat and pool.gpu:
-        per_node: dict[int, int] = {}
-        for g in plat.gpus[:pool.gpu.count]:
-            per_node[g.numa_node] = per_node.get(g.numa_node, 0) + 1
-        most = max(per_node.values())
+    most = rmlib.gpus_per_numa_node(pool)
+    if rm.topology_manager_policy == "single-numa-node" and pool.uses_device_plugin and most and pool.gpu:
         if most < pool.gpu.count:
             c.warn(f"{path}.topologyManagerPolicy", f"single-numa-node rejects every pod asking for more than "
-                   f"{most} GPUs on {plat.key} (at most {most} of its {pool.gpu.count} GPUs share a NUMA node): "
-                   "the kubelet fails them with TopologyAffinityError", "use restricted, which gives such a pod "
-                   "the fewest NUMA nodes that hold its GPUs")
+                   f"{most} GPUs on {pool.gpu.platform} (at most {most} of its {pool.gpu.count} GPUs share a NUMA "
+                   "node): the kubelet fails them with TopologyAffinityError", "use restricted, which gives such a "
+                   "pod the fewest NUMA nodes that hold its GPUs")
 
 
 def _dynamic_mig_pool(c: Collector, base: str, pool: NodePool, model: GpuModel) -> None:
