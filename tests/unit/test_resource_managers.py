@@ -11,12 +11,15 @@ under test.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from testkit import REPO, find, hostvars, inventory, problems, role_vars
+from testkit import ANSIBLE_PLAYBOOK, REPO, find, hostvars, inventory, problems, role_vars
 
 from gpucluster.render.kubelet import kubelet_patch
 from gpucluster.spec import load_spec
@@ -183,3 +186,47 @@ def test_the_doctor_names_a_topology_affinity_rejection_with_the_pools_policy(wr
     # the kubelet refusing it for another reason is not the Topology Manager's doing
     other = rejected_pod("OutOfcpu")
     assert diagnose_pod(other, View(spec=spec, nodes=[], pods=[other])).cause.cause != "topology-affinity"
+
+
+# -- the role stops on a joined node whose kubelet runs other policies ------------------------------------
+
+def check_running(tmp_path: Path, config: dict, patch: dict) -> subprocess.CompletedProcess:
+    """roles/kubernetes_node/tasks/kubelet-policies.yml, run by ansible-playbook on this machine against
+    ``config`` as the node's kubelet configuration file."""
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    extra = {"kubernetes_node_kubelet_patch": patch,
+             "kubernetes_node_kubelet_config_path": str(tmp_path / "config.yaml")}
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False, "connection": "local",
+        "tasks": [{"ansible.builtin.include_tasks": str(REPO / "roles/kubernetes_node/tasks/kubelet-policies.yml")}]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    return subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp_path / "play.yml"),
+                           "-e", json.dumps(extra), "-e", f"ansible_python_interpreter={sys.executable}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_joined_node_with_other_policies_stops_the_role_naming_both_values(tmp_path):
+    kubeadm_wrote = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                     "cgroupDriver": "systemd"}  # joined before the pool had resourceManagers: the defaults
+    proc = check_running(tmp_path, kubeadm_wrote, {**RESTRICTED_CPU, "memoryManagerPolicy": "None"})
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert ('has topologyManagerPolicy: "none", topologyManagerScope: "container", cpuManagerPolicy: "none", '
+            'reservedSystemCPUs: "(absent)"') in out, out[-3000:]
+    assert ('says topologyManagerPolicy: "restricted", topologyManagerScope: "pod", cpuManagerPolicy: "static", '
+            'reservedSystemCPUs: "0,56"') in out, out[-3000:]
+    assert "memoryManagerPolicy" not in out.split("but the spec")[0].split(" has ")[-1]  # None is the default
+    assert "playbooks/remove-node.yml --limit localhost" in out
+
+
+def test_a_node_that_joined_with_the_pools_policies_passes(tmp_path):
+    joined = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", **RESTRICTED_CPU,
+              "memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "2Gi"}}]}
+    patch = {**RESTRICTED_CPU, "memoryManagerPolicy": "Static",
+             "reservedMemory": [{"numaNode": 0, "limits": {"memory": "2Gi"}}]}
+    proc = check_running(tmp_path, joined, patch)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    # one field off (another reservation) is named alone
+    proc = check_running(tmp_path, {**joined, "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]}, patch)
+    assert proc.returncode != 0
+    assert 'has reservedMemory: [{"limits": {"memory": "1Gi"}, "numaNode": 0}]' in proc.stdout, proc.stdout[-3000:]
