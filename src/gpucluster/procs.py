@@ -29,7 +29,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -303,14 +303,28 @@ def wait_gone(pid: int, timeout: float) -> bool:
 
 def stop(pid: int, grace: float = 10.0) -> bool:
     """SIGTERM ``pid``, then SIGKILL after ``grace`` seconds; True when it is gone."""
+    return not stop_many([pid], grace)
+
+
+def stop_many(pids: Sequence[int], grace: float = 10.0) -> list[int]:
+    """SIGTERM every pid in ``pids`` (in that order), wait for them together, SIGKILL those still running
+    after ``grace`` seconds; the pids that still run after that (none, normally).
+
+    Signalled together, a world's processes shut down side by side: the wait is the slowest one's
+    graceful shutdown, not the sum of all of them.
+    """
+    left = list(dict.fromkeys(pids))
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return True
-        if poll(lambda: gone(pid), timeout=wait, every=0.05):
-            return True
-    return gone(pid)
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        poll(lambda: all(gone(p) for p in left), timeout=wait, every=0.05)
+        left = [p for p in left if not gone(p)]
+        if not left:
+            break
+    return left
 
 
 def find_leftovers(state_dir: Path, executables: Iterable[Path], under: Iterable[str] | None = None) -> list[int]:

@@ -114,6 +114,55 @@ def test_wait_gone_waits_for_a_killed_process_that_still_runs_until_its_last_thr
     proc.stdout.close()
 
 
+# -- stopping a world's processes together --------------------------------------------------------------
+
+# A process that, on SIGTERM, marks it got the signal and exits cleanly only once every sibling has got it
+# too (a shutdown that needs the others signalled: the shape of "stopped together", not of a timing).
+SIBLING = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    folder, me, n, stubborn = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+    def term(*_):
+        if stubborn:
+            return
+        open(os.path.join(folder, me + ".term"), "w").close()
+        while len([f for f in os.listdir(folder) if f.endswith(".term")]) < n:
+            time.sleep(0.01)
+        open(os.path.join(folder, me + ".clean"), "w").close()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, term)
+    open(os.path.join(folder, me + ".ready"), "w").close()
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def _siblings(tmp_path: Path, n: int, stubborn: int | None = None) -> list[subprocess.Popen]:
+    kids = [subprocess.Popen([sys.executable, "-c", SIBLING, str(tmp_path), f"p{i}", str(n),
+                              "1" if i == stubborn else "0"]) for i in range(n)]
+    assert poll(lambda: len(list(tmp_path.glob("*.ready"))) == n, timeout=60, every=0.02)
+    return kids
+
+
+def test_stop_many_signals_every_process_before_waiting_so_each_shuts_down_cleanly(tmp_path: Path) -> None:
+    kids = _siblings(tmp_path, 3)
+    # One at a time (SIGTERM, wait for it, then the next) the first would never see its siblings signalled
+    # and be SIGKILLed after the grace period, leaving no ".clean" mark.
+    assert procs.stop_many([k.pid for k in kids], grace=30) == []
+    assert sorted(f.name for f in tmp_path.glob("*.clean")) == ["p0.clean", "p1.clean", "p2.clean"]
+    assert all(not Path(f"/proc/{k.pid}").exists() for k in kids)  # reaped: our children
+
+
+def test_stop_many_kills_the_one_that_ignores_sigterm_and_still_lets_the_others_finish(tmp_path: Path) -> None:
+    kids = _siblings(tmp_path, 3, stubborn=1)
+    # p1 ignores SIGTERM: the other two wait for its ".term" mark, so all three are SIGKILLed after the grace.
+    assert procs.stop_many([k.pid for k in kids], grace=0.5) == []
+    assert all(not Path(f"/proc/{k.pid}").exists() for k in kids)
+    assert sorted(f.name for f in tmp_path.glob("*.term")) == ["p0.term", "p2.term"]  # both got SIGTERM
+    assert not list(tmp_path.glob("*.clean"))  # and neither exited on its own: SIGKILL ended all three
+
+
 # -- ports a server can get back after it died ---------------------------------------------------------
 
 

@@ -194,6 +194,48 @@ def test_stop_all_never_touches_a_pid_that_is_no_longer_ours(tmp_path: Path, led
     assert runtime.stop_all([comp]) == ["etcd"] and not comp.ours()
 
 
+# On SIGTERM: note which of the other processes' marks exist (their SIGTERM, their exit), then exit.
+NOTING = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    folder, me = sys.argv[1], sys.argv[2]
+    def term(*_):
+        seen = sorted(f for f in os.listdir(folder) if f.endswith((".term", ".exit")))
+        open(os.path.join(folder, me + ".term"), "w").write(" ".join(seen))
+        time.sleep(0.3)  # a graceful shutdown that takes a moment
+        open(os.path.join(folder, me + ".exit"), "w").close()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, term)
+    open(os.path.join(folder, me + ".ready"), "w").close()
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def test_stop_groups_signals_a_groups_members_together_and_the_next_group_once_they_are_gone(
+        tmp_path: Path, ledger: Records) -> None:
+    from gpucluster.poll import poll
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    names = ("kube-scheduler", "kwok", "kube-apiserver", "etcd")
+    launches = [Launch(n, Path(sys.executable), ("-c", NOTING, str(marks), n), tmp_path / "logs" / f"{n}.log")
+                for n in names]
+    comps = runtime.start([launches], ledger, timeout=30)
+    assert poll(lambda: len(list(marks.glob("*.ready"))) == 4, timeout=60, every=0.02)
+    order = [["kube-scheduler", "kwok"], ["kube-apiserver"], ["etcd"]]
+    assert runtime.stop_groups([comps[n] for n in group] for group in order) == list(names)
+    seen = {n: (marks / f"{n}.term").read_text().split() for n in names}
+    # The first group's two were both signalled before either exited (each saw at most the other's SIGTERM).
+    assert {*seen["kube-scheduler"], *seen["kwok"]} <= {"kube-scheduler.term", "kwok.term"}
+    # The API server only once both were gone, and etcd only once the API server was: the order a
+    # world's control plane needs (an API server stopped beside its etcd hangs in its shutdown).
+    assert {"kube-scheduler.exit", "kwok.exit"} <= set(seen["kube-apiserver"])
+    assert "kube-apiserver.exit" not in seen["kube-apiserver"] and "etcd.term" not in seen["kube-apiserver"]
+    assert "kube-apiserver.exit" in seen["etcd"]
+
+
 def test_an_add_on_started_by_the_runtime_is_recorded_and_stopped_with_its_record(tmp_path: Path) -> None:
     ports = procs.free_ports(["vc-scheduler", "vc-controller-manager"])
     names = ("vc-scheduler", "vc-controller-manager")

@@ -160,8 +160,11 @@ def stop(state_dir: Path, name: str) -> list[str]:
 
 
 def stop_all(state_dir: Path) -> list[str]:
-    """Stop every add-on's processes (the world removes their folder with its own files)."""
-    stopped = []
-    for name in names(state_dir):
-        stopped += stop(state_dir, name)
+    """Stop every add-on's processes, all together, and forget them (the world removes their folder with
+    its own files)."""
+    every = names(state_dir)
+    # Add-ons need the control plane, not one another: all of them at once.
+    stopped = runtime.stop_groups([[c for name in every for c in reversed(list(load(state_dir, name).values()))]])
+    for name in every:
+        (Path(state_dir) / FOLDER / name / RECORD).unlink(missing_ok=True)
     return stopped

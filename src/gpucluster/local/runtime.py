@@ -166,19 +166,32 @@ def _roll_back(started: list[Component], ledger: Ledger, err: BaseException) -> 
 
 
 def stop_all(comps: Iterable[Component]) -> list[str]:
-    """Stop each recorded process still ours, in the order given (callers pass newest first); the names stopped.
+    """Stop each recorded process still ours, one after the other in the order given (callers pass newest
+    first); the names stopped. See :func:`stop_groups`."""
+    return stop_groups([[c] for c in comps])
 
+
+def stop_groups(groups: Iterable[Iterable[Component]]) -> list[str]:
+    """Stop the recorded processes still ours, group after group; the names stopped, in order.
+
+    The members of a group are signalled together and waited for together (:func:`procs.stop_many`), so
+    a group takes its slowest member's shutdown, not the sum. Groups go one after the other: a process
+    whose graceful shutdown needs another (the API server removes its endpoint lease from etcd as it
+    stops, and waits far past its grace while etcd stops beside it) is in a group before that one.
     A record whose pid is gone or now another process's is skipped (a finished child of ours is reaped).
     One that will not stop is named in a LocalWorldError after the others were stopped.
     """
     stopped, stuck = [], []
-    for comp in comps:
-        if not comp.ours():
-            procs.reap(comp.pid)  # a crashed child of this very process stays a zombie otherwise
-        elif procs.stop(comp.pid):
-            stopped.append(comp.name)
-        else:
-            stuck.append(f"{comp.name} (pid {comp.pid})")
+    for group in groups:
+        ours = []
+        for comp in group:
+            if comp.ours():
+                ours.append(comp)
+            else:
+                procs.reap(comp.pid)  # a crashed child of this very process stays a zombie otherwise
+        left = set(procs.stop_many([c.pid for c in ours]))
+        stopped += [c.name for c in ours if c.pid not in left]
+        stuck += [f"{c.name} (pid {c.pid})" for c in ours if c.pid in left]
     if stuck:
         raise LocalWorldError(f"could not stop {', '.join(stuck)}; stop it by hand")
     return stopped

@@ -326,7 +326,9 @@ class World:
         return self._stop_all(state) if state else []
 
     def _stop_all(self, state: State) -> list[str]:
-        return runtime.stop_all(state.components[n] for n in reversed(components.ORDER) if n in state.components)
+        # Newest group first, each group's members together (the API server before etcd: see stop_groups).
+        return runtime.stop_groups([state.components[n] for n in group if n in state.components]
+                                   for group in reversed(components.GROUPS))
 
 
 class _Records:
