@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from gpucluster.errors import LocalWorldError
@@ -320,11 +321,15 @@ def stop_many(pids: Sequence[int], grace: float = 10.0) -> list[int]:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        poll(lambda: all(gone(p) for p in left), timeout=wait, every=0.05)
+        poll(partial(_all_gone, tuple(left)), timeout=wait, every=0.05)
         left = [p for p in left if not gone(p)]
         if not left:
             break
     return left
+
+
+def _all_gone(pids: Sequence[int]) -> bool:
+    return all(gone(p) for p in pids)
 
 
 def find_leftovers(state_dir: Path, executables: Iterable[Path], under: Iterable[str] | None = None) -> list[int]:
