@@ -143,11 +143,9 @@ def summary(timings: Timings, whole_suite: bool, exit_status: int) -> dict:
     }
 
 
-#: scripts/test.sh runs the whole suite as three pytest processes side by side, split by these marker
-#: expressions (together they select every test once); each writes reports/ci-times.<part>.json and
-#: ``scripts/ci-times.py merge`` joins them.
-PARTS = {"molecule": "molecule", "integration": "integration and not molecule",
-         "rest": "not integration and not molecule"}
+#: scripts/test.sh runs the whole suite as two pytest processes side by side, split by this marker
+#: expression; each writes reports/ci-times.<part>.json and ``scripts/ci-times.py merge`` joins them.
+PARTS = {"molecule": "molecule", "rest": "not molecule"}
 
 
 def _part() -> str:

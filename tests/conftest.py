@@ -54,8 +54,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = Path(str(item.fspath)).relative_to(REPO).parts[1:2]
         if set(getattr(item, "fixturenames", ())) & TOOL_FIXTURES or (folder and folder[0] in TOOL_FOLDERS):
             item.add_marker(pytest.mark.toolchain)
-        if folder == ("integration",):  # the tier is its folder: `-m integration` selects it whole (scripts/test.sh)
-            item.add_marker(pytest.mark.integration)
 
 
 def require_tool(name: str) -> Path:

@@ -107,27 +107,3 @@ def test_tiers_running_side_by_side_are_not_counted_twice():
     assert union_seconds([(5, 6), (0, 10)]) == 10
     assert tier_of("tests/molecule/test_scenarios.py::test_x[site]") == "molecule"
     assert tier_of("tests/ci_timing.py::x") == "other"
-
-
-def _part(name: str, start: float, wall: float, **tiers: float) -> dict:
-    return {"part": name, "date": "2026-12-04", "commit": "ddd", "setup_s": 60.0, "whole_suite": True,
-            "exit_status": 0, "pytest_wall_s": wall, "started_at": start, "ended_at": start + wall,
-            "cpu_busy_pct": 90.0, "failed_tests": [], "slowest": [],
-            "tiers": {t: {"wall_s": w, "summed_s": w, "tests": 1, "failed": 0} for t, w in tiers.items()}}
-
-
-def test_the_parts_scripts_test_sh_runs_select_every_test_once_and_merge_into_one_whole_run(script):
-    from ci_timing import PARTS
-
-    test_sh = (REPO / "scripts" / "test.sh").read_text()
-    for name, expr in PARTS.items():  # the split the script runs is the one the timing plugin knows
-        assert f'GPUCLUSTER_TIMING_PART={name} .venv/bin/pytest -m "{expr}"' in test_sh.replace(
-            "-m molecule", '-m "molecule"').replace("\\\n    ", ""), name
-    parts = [_part("integration", 0, 1000, integration=1000), _part("rest", 1, 400, unit=380, upstream=20),
-             _part("molecule", 2, 1100, molecule=1100)]
-    whole = script.merge(parts)
-    assert whole["whole_suite"] and whole["pytest_wall_s"] == 1102
-    assert whole["parts"] == {"integration": 1000, "rest": 400, "molecule": 1100}
-    assert list(whole["tiers"]) == ["unit", "upstream", "integration", "molecule"]
-    # a run that lost a part is not the whole suite, whatever each part says of itself
-    assert not script.merge(parts[:2])["whole_suite"]
