@@ -14,14 +14,18 @@ gpucluster: 256Mi on the one NUMA node these containers see is systemReserved 15
 
 import json
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import testinfra
+import yaml
 
 from gpucluster.spec import load_spec
 
-SPEC = load_spec(Path(__file__).resolve().parent.parent / "inventory")
+INVENTORY = Path(__file__).resolve().parent.parent / "inventory"
+SPEC = load_spec(INVENTORY)
 CP = SPEC.control_planes[0].name
 TUNED = "gpuc-site-l40s"
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
@@ -105,3 +109,41 @@ def test_a_guaranteed_pod_gets_the_unreserved_cpu_for_itself(guaranteed_gpu_pod)
     # under the default policy.
     assert out["Cpus_allowed_list"] == "1", out
     assert out["Mems_allowed_list"] == "0", out
+
+
+def _verify(inventory: Path) -> tuple[int, dict]:
+    """`gpucluster verify` of the site through ``inventory``: its exit status and rows by (check, subject)."""
+    from test_gpu_standin import _kubeconfig
+
+    proc = subprocess.run(["gpucluster", "verify", "-i", str(inventory), "--no-chart-repositories",
+                           "--allow-not-measured", "network-policy-enforcer", "--kubeconfig", str(_kubeconfig()),
+                           "-o", "json"], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return proc.returncode, {(r["check"], r["subject"]): r for r in json.loads(proc.stdout)["results"]}
+
+
+def test_verify_reads_the_pools_policies_from_the_running_kubelet():
+    rc, rows = _verify(INVENTORY)
+    row = rows[("kubelet-resource-managers", TUNED)]
+    assert row["verdict"] == "pass", row
+    # one row per host of a pool that sets resourceManagers, none for the others
+    assert [k for k in rows if k[0] == "kubelet-resource-managers"] == [("kubelet-resource-managers", TUNED)]
+    assert rc == 0, {k: r for k, r in rows.items() if r["verdict"] == "fail"}
+
+
+def test_verify_fails_where_the_kubelet_runs_other_policies_than_the_spec_sets(tmp_path):
+    # The spec now says best-effort and 512Mi: the kubelet, joined under restricted and 256Mi, still runs those.
+    shutil.copytree(INVENTORY, tmp_path / "inventory")
+    path = tmp_path / "inventory" / "cluster.yaml"
+    data = yaml.safe_load(path.read_text())
+    pool = next(p for p in data["nodePools"] if p["name"] == SPEC.pool_of(TUNED).name)
+    pool["resourceManagers"].update(topologyManagerPolicy="best-effort", reservedMemoryPerNumaNode="512Mi")
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    rc, rows = _verify(tmp_path / "inventory")
+    row = rows[("kubelet-resource-managers", TUNED)]
+    assert rc == 1 and row["verdict"] == "fail", row
+    assert "topologyManagerPolicy: runs 'restricted', spec 'best-effort'" in row["actual"], row
+    assert "reservedMemory (bytes per NUMA node): runs NUMA 0: 268435456, spec NUMA 0: 536870912" in row["actual"], row
+    assert "topologyManagerScope" not in row["actual"] and "cpuManagerPolicy" not in row["actual"], row
+    # and nothing else fails for it
+    assert {k for k, r in rows.items() if r["verdict"] == "fail"} == {("kubelet-resource-managers", TUNED)}
