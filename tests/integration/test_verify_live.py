@@ -122,9 +122,11 @@ def test_healthy_cluster_passes(deployed, tmp_path, capsys):
             "control-plane-certificates"} <= passed
     unmeasured = {r["check"] for r in data["results"] if r["verdict"] == "not-measured"}
     # The local world installs no chart: the operators' DaemonSets and releases, and flannel's NetworkPolicy
-    # enforcer (its chart's add-on), are not measured (never passed, allowed by the local world); this world
-    # has no Volcano CRDs (allowed by the test). GPU health is measured: the simulated DCGM exporter is its source.
-    assert unmeasured == {"daemonsets-ready", "charts-installed", "network-policy-enforcer", *ALLOW}
+    # enforcer (its chart's add-on), are not measured (never passed, allowed by the local world), nor the
+    # h200-dp pool's kubelet policies (kwok nodes have no kubelet to read); this world has no Volcano CRDs
+    # (allowed by the test). GPU health is measured: the simulated DCGM exporter is its source.
+    assert unmeasured == {"daemonsets-ready", "charts-installed", "network-policy-enforcer",
+                          "kubelet-resource-managers", *ALLOW}
     assert unmeasured - set(ALLOW) == set(checks.LOCAL_WORLD)
     assert {r["allowed"] for r in data["results"] if r["verdict"] == "not-measured"} == {
         *checks.LOCAL_WORLD.values(), checks.BY_USER}

@@ -79,8 +79,12 @@ def test_up_reports_its_allowances_in_json(monkeypatch, capsys):
 
 def test_the_local_world_allows_its_fixed_list_and_nothing_else():
     assert checks.allowed(local_world=True) == checks.LOCAL_WORLD
-    assert set(checks.LOCAL_WORLD) == {"daemonsets-ready", "charts-installed", "network-policy-enforcer"}
-    assert set(checks.NO_CHART_REPOSITORIES) >= set(checks.LOCAL_WORLD)
+    assert set(checks.LOCAL_WORLD) == {"daemonsets-ready", "charts-installed", "network-policy-enforcer",
+                                       "kubelet-resource-managers"}
+    # what no chart brings, plus the kubelets kwok nodes do not have (a real cluster without chart
+    # repositories still has its kubelets, so --no-chart-repositories does not allow that row)
+    assert set(checks.NO_CHART_REPOSITORIES) >= set(checks.LOCAL_WORLD) - {"kubelet-resource-managers"}
+    assert "kubelet-resource-managers" not in checks.NO_CHART_REPOSITORIES
     # a user's allowance adds to it and says who allowed it
     both = checks.allowed(checks.parse(["tenant-queue"]), local_world=True)
     assert both == {**checks.LOCAL_WORLD, "tenant-queue": checks.BY_USER}

@@ -580,6 +580,26 @@ def _leaf_hypernode_deleted(s: Snapshot) -> None:
     s.hypernodes = [h for h in s.hypernodes or [] if h["metadata"]["name"] != "leaf.leaf-2"]
 
 
+def _kubelet_config(name: str) -> dict[str, Any]:
+    """A real kubelet's running configuration (v1.37.2, the Molecule site scenario: tests/data/verify/record.py)."""
+    return json.loads((DATA / "kubelet-configz" / f"{name}.json").read_text())["kubeletconfig"]
+
+
+def _kubelet_joined_before_the_pool_set_its_policies(s: Snapshot) -> None:
+    assert s.kubelet_configs is not None
+    s.kubelet_configs["h200-1"] = _kubelet_config("defaults")  # a kubelet that runs the defaults
+
+
+def _kubelet_reserved_memory_edited(s: Snapshot) -> None:
+    assert s.kubelet_configs is not None
+    s.kubelet_configs["h200-1"]["reservedMemory"][0]["limits"]["memory"] = "512Mi"
+
+
+def _kubelet_cpus_reserved_differently(s: Snapshot) -> None:
+    assert s.kubelet_configs is not None
+    s.kubelet_configs["h200-1"]["reservedSystemCPUs"] = "0-1"
+
+
 def _priority_value_changed(s: Snapshot) -> None:
     pc = next(p for p in s.priority_classes if p["metadata"]["name"] == "training")
     pc["value"] += 1
@@ -757,6 +777,11 @@ FAULTS: dict[str, Fault] = {
                                         ("node-labels", "h200-1")),
     "leaf-hypernode-deleted": fault(_leaf_hypernode_deleted, ("topology-domains", "a100-1"),
                                     ("topology-domains", "a100-2")),
+    "kubelet-joined-before-the-pool-set-its-policies": fault(_kubelet_joined_before_the_pool_set_its_policies,
+                                                             ("kubelet-resource-managers", "h200-1")),
+    "kubelet-reserved-memory-edited": fault(_kubelet_reserved_memory_edited, ("kubelet-resource-managers", "h200-1")),
+    "kubelet-cpus-reserved-differently": fault(_kubelet_cpus_reserved_differently,
+                                               ("kubelet-resource-managers", "h200-1")),
     "priority-class-value-changed": fault(_priority_value_changed, ("priority-classes", "priorityclass/training")),
     "priority-class-made-global-default": fault(_priority_made_global_default,
                                                 ("priority-classes", "priorityclass/notebooks")),

@@ -18,6 +18,10 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
     ("Fabric topology: nodes in their leaf/spine domains for topology-aware gangs", ["topology-domains", "node-labels"],
      "verify checks the HyperNode tree and node labels against the spec; the placement itself is Volcano's "
      "(network-topology-aware plugin), proven live in tests/integration/test_topology_live.py"),
+    ("NUMA alignment: GPUs, CPUs and memory of a pod on the NUMA nodes the pool's kubelet policies give",
+     ["kubelet-resource-managers"],
+     "verify reads each tuned pool's kubelet configuration from the kubelet itself (/configz); the alignment a pod "
+     "gets is the kubelet's, proven on real kubelets in the Molecule site scenario (one NUMA node there)"),
     ("MIG/time-slicing choice tested", ["node-capacity", "node-labels", "mig-reconfig", "sharing-reconfig"],
      "verify checks the advertised result per sharing mode and follows changes to it; the choice itself is a "
      "design decision"),

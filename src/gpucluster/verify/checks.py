@@ -47,6 +47,7 @@ CHECKS: dict[str, str] = {
     "tenant-limitrange": "each tenant's LimitRange",
     "tenant-queue": "each tenant's Volcano queue",
     "topology-domains": "each node in the Volcano HyperNode of its fabric domain at every tier",
+    "kubelet-resource-managers": "the Topology, CPU and Memory Manager policies each kubelet runs, as its pool sets",
     "tenant-security": "Pod Security labels and NetworkPolicies of each tenant namespace",
     "network-policy-enforcer": "flannel's NetworkPolicy add-on (kube-network-policies) runs, ready on every host",
     "tenant-admission": "tenant admission policies, bindings and namespace allowances",
@@ -78,6 +79,7 @@ LOCAL_WORLD: dict[str, str] = {
     "charts-installed": "the local world installs no chart from a repository (none can be fetched)",
     "network-policy-enforcer": "the local world installs no chart: flannel and its NetworkPolicy add-on do not run "
                                "there (its kwok nodes have no pod network)",
+    "kubelet-resource-managers": "the local world's kwok nodes have no kubelet: nothing serves /configz there",
 }
 
 #: What ``--no-chart-repositories`` leaves unmeasured: the operators' releases and what their node agents

@@ -23,6 +23,7 @@ from gpucluster.upstream import DRA_DRIVER, DRA_EXTENDED_CLASS, MIG_DEVICE_NAME,
 from gpucluster.verify import dra_claims, health
 from gpucluster.verify.daemonsets import daemonset_row
 from gpucluster.verify.isolation import enforcer_checks
+from gpucluster.verify.kubelet import kubelet_checks
 from gpucluster.verify.model import Result, compare, differences, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
@@ -652,7 +653,7 @@ def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str 
     from gpucluster import quarantine
     from gpucluster.render import releases
     from gpucluster.spec.features import DEVICE_TAINT_RULE_API
-    from gpucluster.verify import health, snapshot, tenancy
+    from gpucluster.verify import health, kubelet, snapshot, tenancy
 
     minor = spec.kubernetes.minor[1]
     paths = {"device_taint_rules": quarantine.rules_path(minor)} if minor in DEVICE_TAINT_RULE_API else {}
@@ -660,6 +661,8 @@ def fetch(spec: ClusterSpec, kubeconfig: str | Path | None = None, context: str 
     def scrape(api: Any, snap: Snapshot) -> None:
         if not simulated:
             snap.dcgm += health.scrape_exporter_pods(api, snap.operator_pods or [])
+            live = {n["metadata"]["name"] for n in snap.nodes}
+            kubelet.read_configz(api, snap, [h for h in kubelet.hosts_to_read(spec) if h in live])
 
     snap = snapshot.fetch(kubeconfig, context, tenancy.access_questions(spec), paths,
                           helm_namespaces=[rel.namespace for rel in releases(spec)],
@@ -694,7 +697,8 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
             *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
             *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, charts_reachable=charts_reachable),
-            *tenant_checks(spec, snap), *topology_checks(spec, snap), *security_checks(spec, snap),
+            *tenant_checks(spec, snap), *topology_checks(spec, snap), *kubelet_checks(spec, snap, simulated=simulated),
+            *security_checks(spec, snap),
             *enforcer_checks(spec, snap, charts_reachable=charts_reachable),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),
             *alert_checks(spec, snap), *chart_checks(spec, snap, charts_reachable=charts_reachable)]

@@ -82,6 +82,9 @@ class Snapshot:
     prometheus_url: str = ""  # a Prometheus whose loaded rules were read ("" when none was)
     prometheus_loaded: list[Obj] | None = None  # its rule groups (``/api/v1/rules``); None: not read
     prometheus_error: str = ""  # why ``prometheus_loaded`` is None when a Prometheus was given
+    #: Node -> the KubeletConfiguration its kubelet runs with (its /configz), or why it could not be read;
+    #: None: not read (no pool sets resourceManagers, or the local world) — see verify/kubelet.py.
+    kubelet_configs: dict[str, dict[str, Any] | str] | None = None
     calls: int = 0  # LIST calls
     reviews: int = 0  # SubjectAccessReviews
 

@@ -22,6 +22,11 @@ Writes two recordings of ``inventories/local`` (what `gpucluster verify` fetches
   pinned chart and the values the stacks install it with; and the DCGM exporter pods' ``/metrics``.
   The exporter pods run on kwok nodes, where the API server's proxy cannot reach them: their text is
   what the simulated exporter serves for their node (as the monitoring add-on routes Prometheus).
+  Likewise each kubelet's running configuration (``/configz``, which kwok nodes do not serve) for the hosts
+  of a pool that sets ``resourceManagers``: a real kubelet's answer, captured from the Molecule site
+  scenario (``kubelet-configz/``: kubelet v1.37.2 joined by kubeadm with the host layer's patch,
+  ``tuned.json`` from the GPU stand-in whose pool sets the same resourceManagers as the local h200-dp
+  pool, ``defaults.json`` from a GPU worker whose pool sets none).
 
 Nothing here asks verify's expectation code (``gpucluster.expected``, ``gpucluster.devices``) what a
 healthy cluster holds: the recordings are what the cluster holds. Run it again after a change to
@@ -192,6 +197,12 @@ def validator_as_upstream(snap: Any) -> None:
             st["numberUnavailable"] = st.get("numberUnavailable", 0) + stuck
 
 
+def kubelet_configs(spec: Any) -> dict[str, Any]:
+    """What each tuned pool's kubelet answers on /configz: the captured real kubelet's configuration."""
+    tuned = json.loads((Path(__file__).resolve().parent / "kubelet-configz" / "tuned.json").read_text())
+    return {h: tuned["kubeletconfig"] for pool in spec.node_pools if pool.resource_managers for h in pool.hosts}
+
+
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     from gpucluster.toolchain import path_of
 
@@ -285,6 +296,7 @@ def record(out_dir: Path) -> None:
                          if p["metadata"]["labels"].get("app") == "nvidia-dcgm-exporter"
                          and p["spec"].get("nodeName") in served]
             validator_as_upstream(snap)
+            snap.kubelet_configs = kubelet_configs(spec)
             (out_dir / "real-cluster.json").write_text(json.dumps(to_data(snap), indent=1, sort_keys=True) + "\n")
         finally:
             run_down(LOCAL, world_dir=world_dir, state_dir=state, quiet=True)
