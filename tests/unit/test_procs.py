@@ -312,6 +312,10 @@ def test_a_record_of_an_earlier_version_is_matched_by_command_line_executable_an
     assert sleep is not None
     proc = subprocess.Popen([sleep, "120"])
     try:
+        # Popen returns once the child is in execve, where the kernel may not have set up the new argument
+        # pages yet: /proc/<pid>/cmdline reads empty for that moment (seen under load in CI). A record of
+        # an earlier version names a process that ran long before: wait for its command line.
+        assert poll(lambda: procs.cmdline(proc.pid) == [sleep, "120"], timeout=30, every=0.01)
         # state.json as written before start_time and exe were kept
         State(dir=tmp_path, ports={}, components={"etcd": procs.Component("etcd", proc.pid, sleep, ["120"], "",
                                                                           time.time())}).save()
