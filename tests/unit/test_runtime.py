@@ -331,3 +331,24 @@ def test_a_fresh_world_whose_api_server_fails_stops_its_etcd_and_keeps_no_state(
     finally:
         for pid in procs.find_leftovers(folder, [Path(sys.executable)]):
             procs.stop(pid, grace=2)
+
+
+def test_stop_groups_and_add_on_stop_all_touch_only_what_this_project_recorded(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    ports = procs.free_ports(["vc-scheduler", "stranger"])
+    stranger = runtime.start([[server(tmp_path, "stranger", ports["stranger"])]], Records(), timeout=30)["stranger"]
+    try:
+        started = addons.start(tmp_path, "volcano", [[server(tmp_path, "vc-scheduler", ports["vc-scheduler"])]],
+                               timeout=30)
+        foreign = tmp_path / addons.FOLDER / "not-ours.txt"
+        foreign.write_text("a file this project did not write")
+        # a record whose pid now belongs to another process (start time differs) in the same group as ours
+        reused = replace(stranger, start_time=stranger.start_time + 1)
+        assert runtime.stop_groups([[reused, started["vc-scheduler"]]]) == ["vc-scheduler"]
+        assert stranger.ours() and listening(ports["stranger"])  # never signalled
+        assert addons.stop_all(tmp_path) == []  # nothing of ours left running
+        assert foreign.read_text() == "a file this project did not write"  # only the record file went
+        assert not (tmp_path / addons.FOLDER / "volcano" / addons.RECORD).exists()
+    finally:
+        procs.stop(stranger.pid, grace=2)
