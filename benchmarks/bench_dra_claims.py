@@ -13,6 +13,8 @@ second per second is the cap: it works one pod at a time), the time the schedule
 API clients waited in their client-side rate limiter (``--kube-api-qps/--kube-api-burst``; near zero: the
 limit is not the cap), and the scheduler's time per extension point (PreFilter/Filter/Reserve...: which
 plugin work dominates), from their own /metrics.
+It also prints the control plane's CPU per pod and the ceiling that puts on this machine (CPUs / CPU per
+pod): a rate near its ceiling is bound by the machine, not by a limit of the components.
 Usage: python benchmarks/bench_dra_claims.py [--nodes 500] [--pods 2500] [--mode both|dra|device-plugin]
 """
 
@@ -134,10 +136,18 @@ def sample(world: World) -> dict[str, Any]:
             "t": time.perf_counter()}
 
 
-def where_the_time_went(before: dict[str, Any], after: dict[str, Any]) -> str:
+def where_the_time_went(before: dict[str, Any], after: dict[str, Any], pods: int) -> str:
     wall = after["t"] - before["t"]
-    cpu = ", ".join(f"{n} {after['cpu'][n] - before['cpu'][n]:.1f}" for n in before["cpu"])
-    lines = [f"  CPU seconds over those {wall:.1f} s ({os.cpu_count()} CPUs): {cpu}"]
+    used = {n: after["cpu"][n] - before["cpu"][n] for n in before["cpu"]}
+    cpus = os.cpu_count() or 1
+    lines = [f"  CPU seconds over those {wall:.1f} s ({cpus} CPUs): "
+             + ", ".join(f"{n} {v:.1f}" for n, v in used.items())]
+    # The ceiling the machine sets: were these processes alone on every CPU, no faster than CPUs / CPU per pod.
+    per_pod = sum(used.values()) / pods
+    lines.append(f"  control plane CPU per pod: {per_pod * 1000:.1f} ms "
+                 f"(scheduler {used['kube-scheduler'] / pods * 1000:.1f}, "
+                 f"API server {used['kube-apiserver'] / pods * 1000:.1f}); this machine's ceiling at that cost: "
+                 f"{cpus / per_pod:.1f} per second, reached {pods / wall / (cpus / per_pod):.0%}")
     for name in ("kube-scheduler", "kube-controller-manager"):
         b, a = before["metrics"][name], after["metrics"][name]
         d = {k: a.get(k, 0.0) - b.get(k, 0.0) for k in a}
@@ -192,7 +202,7 @@ def run(nodes: int, pods: int, dra: bool) -> dict[str, float]:
             print(f"{what}: {nodes} nodes x 8 GPUs (built in {built:.0f} s, settled after {waited:.0f} s); "
                   f"{pods} pods created in {created:.1f} s, all bound{' and allocated' if dra else ''} after "
                   f"{took:.1f} s: {pods / took:.1f} per second", flush=True)
-            print(where_the_time_went(before, after), flush=True)
+            print(where_the_time_went(before, after, pods), flush=True)
             return {"seconds": took, "rate": pods / took}
         finally:
             world.down()

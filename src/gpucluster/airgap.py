@@ -12,7 +12,12 @@ on the rendered configuration. :func:`build` refuses a reference whose tag does 
 the binary reports, so an image never carries a name that lies about its content.
 
 The archives are deterministic (fixed timestamps, owners and order): the same binary gives the same
-bytes, so copying them to hosts again changes nothing.
+bytes, so copying them to hosts again changes nothing. Beside each archive :func:`build` keeps what it
+was made from (``.<archive>.inputs``: the reference, the recipe, and the binary's and the archive's file
+identity: device, inode, size, modification and change times). A re-run whose inputs and archive are
+both unchanged writes nothing and reads neither binary (the host layer asks once per host on every
+run); a replaced or edited binary or archive, or another reference, makes it again and checks the
+version anew.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import subprocess
 import tarfile
@@ -287,7 +293,7 @@ def build(refs: Sequence[str], out_dir: Path, binary_for: Callable[[str], Path])
     Checks every reference before writing anything: an image name without a recipe, or a tag that is
     not the binary's version, is an InputError naming the image and what to do.
     """
-    plans: list[tuple[Reference, Recipe, Path]] = []
+    plans: list[tuple[Reference, Recipe, Path, dict[str, object] | None]] = []
     problems: list[str] = []
     for ref in refs:
         parsed = parse_reference(ref)
@@ -297,18 +303,62 @@ def build(refs: Sequence[str], out_dir: Path, binary_for: Callable[[str], Path])
                             "supply its archive, or disable the addon that needs it")
             continue
         binary = binary_for(recipe.binary)
+        inputs = _inputs(parsed.ref, recipe, binary)
+        if inputs is not None and _stamp_matches(out_dir / archive_name(parsed.ref), inputs):
+            plans.append((parsed, recipe, binary, None))  # made from these very inputs, and untouched since
+            continue
         version = binary_version(recipe, binary)
         if tag_version(parsed.tag) != tag_version(version):
             problems.append(f"{ref}: {binary} is version {version}, not the {parsed.tag} the tag names "
                             f"(set the image tag to match the binary, or use the binary of that version)")
             continue
-        plans.append((parsed, recipe, binary))
+        plans.append((parsed, recipe, binary, inputs))
     if problems:
         raise InputError("cannot write these images:\n  - " + "\n  - ".join(problems))
     built = []
-    for parsed, recipe, binary in plans:
+    for parsed, recipe, binary, inputs in plans:
+        target = out_dir / archive_name(parsed.ref)
+        if inputs is None:
+            built.append(Built(parsed.ref, target, binary, False))
+            continue
         data = image_archive(parsed.ref, binary, recipe.path, entrypoint=recipe.entrypoint, user=recipe.user,
                              with_tmp=recipe.name != "pause")
-        target = out_dir / archive_name(parsed.ref)
-        built.append(Built(parsed.ref, target, binary, write_if_changed(target, data)))
+        changed = write_if_changed(target, data)
+        atomic.write(_stamp_path(target), _json({"inputs": inputs, "archive": _identity(target)}), mode=0o644)
+        built.append(Built(parsed.ref, target, binary, changed))
     return built
+
+
+#: Part of every archive's recorded inputs: raise it when image_archive's bytes for the same inputs change,
+#: so archives written before are made again.
+ARCHIVE_FORMAT = 1
+
+
+def _identity(path: Path) -> list[int]:
+    """What changes whenever a file's content does: device, inode, size, mtime and ctime (as git's index does)."""
+    st = path.stat()
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _stamp_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}.inputs")
+
+
+def _inputs(ref: str, recipe: Recipe, binary: Path) -> dict[str, object] | None:
+    """What the archive for ``ref`` is made from; None when the binary cannot be read (the checks then say why)."""
+    try:
+        real = binary.resolve(strict=True)
+        identity = _identity(real)
+    except OSError:
+        return None
+    return {"format": ARCHIVE_FORMAT, "ref": ref, "path": recipe.path, "entrypoint": list(recipe.entrypoint),
+            "user": recipe.user, "with_tmp": recipe.name != "pause", "binary": os.fspath(real), "identity": identity}
+
+
+def _stamp_matches(target: Path, inputs: dict[str, object]) -> bool:
+    """Whether ``target`` was written from ``inputs`` and is the very file written then."""
+    try:
+        stamp = json.loads(_stamp_path(target).read_bytes())
+        return isinstance(stamp, dict) and stamp.get("inputs") == inputs and stamp.get("archive") == _identity(target)
+    except (OSError, ValueError):
+        return False

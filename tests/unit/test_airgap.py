@@ -101,6 +101,56 @@ def test_build_writes_each_archive_once(bins: Path, tmp_path: Path) -> None:
     assert {b.path: b.path.stat().st_mtime_ns for b in again} == stamps
 
 
+def test_a_rerun_from_the_same_inputs_reads_no_binary(bins: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host layer asks on every run and every host: unchanged inputs cost neither a version check nor an
+    archive; a changed binary, a touched archive or another reference is made (and checked) again."""
+    refs = ["localhost/gpucluster/kube-apiserver:v1.37.2", "localhost/gpucluster/pause:3.10.2"]
+    out = tmp_path / "out"
+    first = airgap.build(refs, out, lambda name: bins / name)
+    made: list[str] = []
+    real_archive, real_version = airgap.image_archive, airgap.binary_version
+    monkeypatch.setattr(airgap, "image_archive", lambda ref, *a, **k: made.append(ref) or real_archive(ref, *a, **k))
+    monkeypatch.setattr(airgap, "binary_version", lambda recipe, binary: made.append(f"version {binary.name}")
+                        or real_version(recipe, binary))
+
+    again = airgap.build(refs, out, lambda name: bins / name)
+    assert made == [] and [b.changed for b in again] == [False, False]
+    assert [b.path for b in again] == [b.path for b in first]
+
+    # The binary is rebuilt at another version: refused, and its old archive stays as it was.
+    before = (out / "kube-apiserver_v1.37.2.tar").read_bytes()
+    fake_binary(bins / "kube-apiserver", "Kubernetes v1.38.0")
+    with pytest.raises(InputError, match=r"is version 1\.38\.0, not the v1\.37\.2"):
+        airgap.build(refs, out, lambda name: bins / name)
+    assert made == ["version kube-apiserver"]
+    assert (out / "kube-apiserver_v1.37.2.tar").read_bytes() == before
+
+    # Rebuilt at the right version with other bytes: a new archive holding them.
+    made.clear()
+    (bins / "kube-apiserver").write_text("#!/bin/sh\necho 'Kubernetes v1.37.2'  # rebuilt\n")
+    rebuilt = airgap.build(refs, out, lambda name: bins / name)
+    assert made == ["version kube-apiserver", "localhost/gpucluster/kube-apiserver:v1.37.2"]
+    assert [b.changed for b in rebuilt] == [True, False]
+    assert b"# rebuilt" in (out / "kube-apiserver_v1.37.2.tar").read_bytes()
+
+    # Someone edits an archive: it is written back from its binary.
+    made.clear()
+    pause = out / "pause_3.10.2.tar"
+    good = pause.read_bytes()
+    pause.write_bytes(good[:-1] + b"x")
+    restored = airgap.build(refs, out, lambda name: bins / name)
+    assert made == ["version pause", "localhost/gpucluster/pause:3.10.2"]
+    assert [b.changed for b in restored] == [False, True] and pause.read_bytes() == good
+
+    # Another reference for the same file name (another registry): made again, then settled.
+    made.clear()
+    other = ["registry.example/kube-apiserver:v1.37.2", "localhost/gpucluster/pause:3.10.2"]
+    assert [b.changed for b in airgap.build(other, out, lambda name: bins / name)] == [True, False]
+    made.clear()
+    assert [b.changed for b in airgap.build(other, out, lambda name: bins / name)] == [False, False] and made == []
+
+
 @pytest.mark.parametrize(("ref", "says"), [
     ("localhost/gpucluster/etcd:3.7.0-0", "is version 3.6.16, not the 3.7.0-0 the tag names"),
     ("localhost/gpucluster/kube-apiserver:v1.36.3", "is version 1.37.2, not the v1.36.3"),

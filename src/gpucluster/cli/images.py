@@ -28,7 +28,8 @@ def build(refs: tuple[str, ...], out_dir: Path, bin_dir: Path | None, output: st
     """Write an OCI image archive for each REF (as `kubeadm config images list` prints them).
 
     Each image is one layer holding the binary of the image's name; its tag must name the version the
-    binary reports. Archives are deterministic: an unchanged binary leaves its archive untouched.
+    binary reports. Archives are deterministic: an unchanged binary leaves its archive untouched, and a
+    re-run reads no binary when neither it nor the archive changed (`.<archive>.inputs` records both).
     Import them on a host with `ctr -n k8s.io images import ARCHIVE`.
     """
 
