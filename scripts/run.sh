@@ -3,6 +3,9 @@
 # Extra arguments go to `gpucluster up`, e.g. scripts/run.sh -i inventories/lab --dry-run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Bytecode of what gpucluster imports is kept in .venv (setup.sh does not compile every file at install):
+# see scripts/test.sh.
+unset PYTHONDONTWRITEBYTECODE
 scripts/setup.sh
 if .venv/bin/gpucluster up --help >/dev/null 2>&1; then
   exec .venv/bin/gpucluster up "$@"

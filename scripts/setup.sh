@@ -45,7 +45,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   log "installing gpucluster and its dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip
   # No byte-compiling of every installed file (half of this step's time): Python compiles what is
-  # imported, once, on first import.
+  # imported, once, on first import, unless PYTHONDONTWRITEBYTECODE is set; scripts/run.sh and
+  # scripts/test.sh unset it for their runs (README, "Set up and run").
   .venv/bin/pip install -q --no-compile -e '.[test]'
   touch "$stamp"
 else
