@@ -36,16 +36,29 @@ def gpucluster(*args: str, **kw) -> subprocess.Popen:
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def children_named(pid: int, name: str) -> list[int]:
-    found = []
+def children_named(pid: int, name: str) -> dict[int, str]:
+    """The children of ``pid`` whose command name starts with ``name``, each with its start time."""
+    found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             head, tail = stat.read_text().rsplit(")", 1)
         except OSError:
             continue
-        if tail.split()[1] == str(pid) and head.split("(", 1)[1].startswith(name):
-            found.append(int(stat.parent.name))
+        fields = tail.split()
+        if fields[1] == str(pid) and head.split("(", 1)[1].startswith(name):
+            found[int(stat.parent.name)] = fields[19]  # stat field 22, starttime
     return found
+
+
+def still_running(pid: int, started: str) -> bool:
+    """Whether the process seen before (same pid and start time) has not exited. One that exited but
+    is not reaped yet is a zombie (state Z): once `up` is gone its zombie children pass to init, which
+    reaps them in its own time, so /proc may still list one for a moment after `up` returned."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] not in ("Z", "X") and fields[19] == started
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +91,9 @@ def test_ctrl_c_during_the_platform_stack_stops_cleanly_and_the_next_up_finishes
     assert run.returncode == 130, err[-3000:]
     assert "interrupted during the up of stack platform" in err and "Run the same command again" in err, err[-3000:]
     assert "Traceback" not in err
-    assert not [p for p in engines if Path(f"/proc/{p}").exists()], "an engine process outlived the interrupt"
+    assert engines, "no engine process was seen before the interrupt"
+    left = [pid for pid, started in engines.items() if still_running(pid, started)]
+    assert not left, f"engine processes {left} outlived the interrupt"
 
     again = gpucluster("up", "-i", str(LOCAL), "--world-dir", str(world_dir), "-o", "json")
     out, err = again.communicate(timeout=900)
