@@ -293,7 +293,7 @@ def build(refs: Sequence[str], out_dir: Path, binary_for: Callable[[str], Path])
     Checks every reference before writing anything: an image name without a recipe, or a tag that is
     not the binary's version, is an InputError naming the image and what to do.
     """
-    plans: list[tuple[Reference, Recipe, Path, dict[str, object] | None]] = []
+    plans: list[tuple[Reference, Recipe, Path, Path, dict[str, object] | None]] = []
     problems: list[str] = []
     for ref in refs:
         parsed = parse_reference(ref)
@@ -303,21 +303,21 @@ def build(refs: Sequence[str], out_dir: Path, binary_for: Callable[[str], Path])
                             "supply its archive, or disable the addon that needs it")
             continue
         binary = binary_for(recipe.binary)
+        target = out_dir / archive_name(parsed.ref)
         inputs = _inputs(parsed.ref, recipe, binary)
-        if inputs is not None and _stamp_matches(out_dir / archive_name(parsed.ref), inputs):
-            plans.append((parsed, recipe, binary, None))  # made from these very inputs, and untouched since
+        if inputs is not None and _stamp_matches(target, inputs):
+            plans.append((parsed, recipe, binary, target, None))  # made from these very inputs, untouched since
             continue
         version = binary_version(recipe, binary)
         if tag_version(parsed.tag) != tag_version(version):
             problems.append(f"{ref}: {binary} is version {version}, not the {parsed.tag} the tag names "
                             f"(set the image tag to match the binary, or use the binary of that version)")
             continue
-        plans.append((parsed, recipe, binary, inputs))
+        plans.append((parsed, recipe, binary, target, inputs))
     if problems:
         raise InputError("cannot write these images:\n  - " + "\n  - ".join(problems))
     built = []
-    for parsed, recipe, binary, inputs in plans:
-        target = out_dir / archive_name(parsed.ref)
+    for parsed, recipe, binary, target, inputs in plans:
         if inputs is None:
             built.append(Built(parsed.ref, target, binary, False))
             continue
