@@ -10,6 +10,7 @@ DeviceClass that matches MIG devices only at their mock size.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,9 +29,11 @@ from gpucluster.verify import cluster
 from gpucluster.verify.model import Verdict
 
 DATA = Path(gpucluster.__file__).parent / "data" / "captures.yaml"
+ROOT = Path(__file__).resolve().parents[2]
 RAW = yaml.safe_load(DATA.read_text())
 CAPTURES, MODELS = RAW["captures"], RAW["models"]
-NVML_RAW = yaml.safe_load((Path(nvml.__file__).parent / "data" / "nvml.yaml").read_text())["models"]
+NVML_FILE = yaml.safe_load((Path(nvml.__file__).parent / "data" / "nvml.yaml").read_text())
+NVML_RAW, NVML_SOURCES = NVML_FILE["models"], NVML_FILE["sources"]
 
 #: A captured MIG profile field -> its GFD label suffix and its `nvidia-smi mig -lgip` column.
 PROFILE_FIELDS = {"memoryMiB": ("memory", None), "multiprocessors": ("multiprocessors", "sm"),
@@ -56,6 +59,9 @@ def test_every_capture_names_where_it_was_published_and_what_it_shows(cid: str) 
     src = c["source"]
     if "commit" in src:  # a file in a repository, at a commit
         assert re.fullmatch(r"[0-9a-f]{40}", src["commit"]) and src["path"] and "/" in src["repository"]
+    elif set(src) == {"path"}:  # taken by this project: the raw files are in this repository
+        assert src["path"].startswith("tests/data/captures/") and (ROOT / src["path"]).is_file()
+        assert (ROOT / src["path"]).parent.joinpath("README.md").is_file()
     else:
         assert src["url"].startswith("https://")
         for kind, n in ((k, src[k]) for k in ("issue", "pull") if k in src):  # a thread: its URL says the same
@@ -66,6 +72,41 @@ def test_every_capture_names_where_it_was_published_and_what_it_shows(cid: str) 
     assert c[body], f"{cid} shows nothing"
     if c["kind"] == "gfd-labels" and "nvidia.com/cuda.driver-version.full" in c["labels"]:
         assert c["driver"] == c["labels"]["nvidia.com/cuda.driver-version.full"]
+
+
+def raw_lgip(text: str) -> list[dict]:
+    """The rows of the ``nvidia-smi mig -lgip`` table in ``text`` (two printed lines per profile)."""
+    table = text.split("### nvidia-smi mig -lgip\n", 1)[1].split("### rc=", 1)[0]
+    first = re.findall(r"^\|\s+\d+\s+MIG (\S+)\s+(\d+)\s+\d+/(\d+)\s+([\d.]+)\s+\S+\s+(\d+)\s+(\d+)\s+(\d+)\s+\|$",
+                       table, re.M)
+    second = re.findall(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s+\|$", table, re.M)
+    assert first and len(first) == len(second), table
+    return [{"name": n, "id": int(i), "instances": int(t), "memoryGiB": g, "sm": int(sm), "dec": int(dec),
+             "enc": int(enc), "ce": int(ce), "jpeg": int(jpeg), "ofa": int(ofa)}
+            for (n, i, t, g, sm, dec, enc), (ce, jpeg, ofa) in zip(first, second, strict=True)]
+
+
+@pytest.mark.parametrize("cid", sorted(c for c, v in CAPTURES.items() if set(v["source"]) == {"path"}))
+def test_a_capture_taken_here_is_transcribed_exactly_from_its_raw_files(cid: str) -> None:
+    c = CAPTURES[cid]
+    raw = (ROOT / c["source"]["path"]).read_text()
+    if c["kind"] == "gfd-labels":  # GFD's output file: one key=value per line
+        assert c["labels"] == dict(line.split("=", 1) for line in raw.splitlines() if line)
+    else:
+        assert c["kind"] == "mig-lgip" and c["profiles"] == raw_lgip(raw)
+    log = (ROOT / c["source"]["path"]).parent.joinpath("capture-log.txt").read_text()
+    assert f'"driverVersion": "{c["driver"]}"' in (ROOT / c["source"]["path"]).parent.joinpath(
+        "gpu-capture.json").read_text() and "rc=0" in log
+
+
+def test_nvml_exact_sizes_are_what_lgip_prints_on_the_board_taken_here() -> None:
+    """The board's own GetGpuInstanceProfileInfo (exact MiB) against its -lgip table (GiB, two decimals)."""
+    folder = ROOT / CAPTURES["gpucluster-h200-lgip"]["source"]["path"].rsplit("/", 1)[0]
+    nvml_answer = json.loads((folder / "gpu-capture.json").read_text())["devices"][0]["gpuInstanceProfiles"]
+    exact = {p["id"]: p["memorySizeMB"] for p in nvml_answer if "id" in p}
+    rows = CAPTURES["gpucluster-h200-lgip"]["profiles"]
+    assert {r["id"]: lgip_mib(r["memoryGiB"]) for r in rows} == exact
+    assert len(exact) == 7
 
 
 @pytest.mark.parametrize("gib", sorted({r["memoryGiB"] for c in CAPTURES.values() for r in c.get("profiles", [])}))
@@ -165,7 +206,9 @@ def test_the_simulator_reads_the_same_captures_itself() -> None:
             assert table.info_ids[name] == entry["id"]
         assert (f"mig.{name}", entry["capture"]) in nvml.model(model).captured
         checked += 1
-    assert checked == 7  # the H100's seven profiles (H200, B200 and the NVL have no usable go-nvml table)
+    # the H100's seven profiles and the H200's seven (its table is the board's own, captured here; B200 and
+    # the NVL have no usable NVML table)
+    assert checked == 14
     # every H100 profile is now the real board's, so go-nvlib names them against the real total
     assert nvml.model("H100-SXM5-80GB").mig.device_memory_mib == 81559
 
@@ -177,7 +220,10 @@ def mock_vs_captured() -> list[str]:
     gpus = yaml.safe_load((DATA.parent / "gpus.yaml").read_text())
     rows = []
     for model, name, entry in profile_rows():
-        table = (NVML_RAW.get(model, {}).get("mig") or {}).get("profiles") or []
+        mig = NVML_RAW.get(model, {}).get("mig") or {}
+        # a table taken from a board captured here is no mock: compare with the nominal size
+        local = "local" in NVML_SOURCES.get((mig.get("source") or {}).get("repo", ""), {})
+        table = [] if local else mig.get("profiles") or []
         mock = next((p for p in table if p["name"] == name), None)
         before = (f"{mock['memoryMiB']} (go-nvml mock)" if mock else
                   f"{gpus[model]['mig']['profiles'][name]['memoryGiB'] * 1024} (nominal)")

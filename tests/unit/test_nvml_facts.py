@@ -8,6 +8,7 @@ so neither list can grow without someone reading this file.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from gpucluster import catalog
 from gpucluster.simulator import nvml
 
 NVML_YAML = Path(nvml.__file__).parent / "data" / "nvml.yaml"
+ROOT = Path(__file__).resolve().parents[2]
 RAW = yaml.safe_load(NVML_YAML.read_text())
 
 #: (model, field) -> why the catalog and upstream differ, with the source. Nothing else may differ.
@@ -31,7 +33,6 @@ UNSOURCED: dict[str, set[str]] = {
     "H100-NVL-94GB": {"architecture", "computeCapability", "migCapable", "mig"},
     "GH200": {"productName", "memoryMiB", "architecture", "computeCapability", "migCapable", "mig"},
     "L4": {"productName", "architecture", "computeCapability", "migCapable"},
-    "H200-141GB": {"memoryMiB", "mig"},
     "B200": {"mig"},
     "H100-SXM5-80GB": {"mig.placements"},
     "A30": {"mig.infoIds"},
@@ -126,12 +127,15 @@ def _sources(node: object) -> list[dict]:
 def test_every_source_names_a_declared_repository_path_and_line() -> None:
     declared = RAW["sources"]
     for spec in declared.values():
+        if "local" in spec:  # a capture this project took, kept whole in this repository
+            assert spec["local"].startswith("tests/data/captures/") and (ROOT / spec["local"]).is_file()
+            continue
         assert spec["repository"].startswith("NVIDIA/") and ("tag" in spec or len(spec.get("commit", "")) == 40)
     sources = _sources(RAW["models"])
     assert len(sources) > 40
     for src in sources:
         assert src["repo"] in declared, src
-        path = src.get("path") or declared[src["repo"]].get("path")
+        path = src.get("path") or declared[src["repo"]].get("path") or declared[src["repo"]].get("local")
         assert path and isinstance(src["line"], int) and src["line"] > 0, src
 
 
@@ -139,3 +143,49 @@ def test_every_source_names_a_declared_repository_path_and_line() -> None:
 def test_every_mig_profile_cites_its_line_in_the_table_source(name: str) -> None:
     for p in RAW["models"][name]["mig"]["profiles"]:
         assert isinstance(p["line"], int) and p["line"] > RAW["models"][name]["mig"]["source"]["line"], p["name"]
+
+
+def _local_line(repo: str, line: int) -> str:
+    return (ROOT / RAW["sources"][repo]["local"]).read_text().splitlines()[line - 1]
+
+
+def test_values_from_a_capture_taken_here_are_on_the_lines_they_cite() -> None:
+    """nvml.yaml's H200 comes from the board this project captured: each cited line shows the value."""
+    m = RAW["models"]["H200-141GB"]
+    assert _local_line("h200-smi", m["productName"]["source"]["line"]) == "\t\t<product_name>NVIDIA H200</product_name>"
+    assert _local_line("h200-smi", m["memoryMiB"]["source"]["line"]).strip() == \
+        f"<total>{m['memoryMiB']['value']} MiB</total>"
+    assert _local_line("h200-smi", m["architecture"]["source"]["line"]).strip().lower() == \
+        f"<product_architecture>{m['architecture']['value']}</product_architecture>"
+    assert _local_line("h200-smi", m["pciDeviceId"]["source"]["line"]).strip() == \
+        f"<pci_device_id>{m['pciDeviceId']['value'][2:].upper()}10DE</pci_device_id>"
+    assert _local_line("h200-nvml", m["computeCapability"]["source"]["line"]).strip() == \
+        f'"cudaComputeCapability": "{m["computeCapability"]["value"]}",'
+    assert _local_line("h200-nvml", m["migCapable"]["source"]["line"]).strip() == '"migCapable": true,'
+
+
+def test_the_h200_mig_table_is_the_boards_own_nvml_answer() -> None:
+    """Every profile of the H200 table against GetGpuInstanceProfileInfo / possible placements as captured,
+    and its names against the names go-nvlib v0.11.0 gave those profiles on the board (GFD's and the DRA
+    driver's naming), so the oracle's naming check cannot be the only guard."""
+    answer = json.loads((ROOT / RAW["sources"]["h200-nvml"]["local"]).read_text())["devices"][0]
+    nvml_profiles = {p["profile"]: p for p in answer["gpuInstanceProfiles"] if "id" in p}
+    table = RAW["models"]["H200-141GB"]["mig"]
+    assert {p["giProfileId"] for p in table["profiles"]} == set(nvml_profiles)
+    for p in table["profiles"]:
+        got = nvml_profiles[p["giProfileId"]]
+        assert {"memoryMiB": got["memorySizeMB"], "instances": got["instanceCount"],
+                "multiprocessors": got["multiprocessorCount"], "copyEngines": got["copyEngineCount"],
+                "decoders": got["decoderCount"], "encoders": got["encoderCount"], "jpegs": got["jpegCount"],
+                "ofas": got["ofaCount"], "starts": [x["start"] for x in got["placements"]],
+                "size": got["placements"][0]["size"]} == {k: p[k] for k in (
+                    "memoryMiB", "instances", "multiprocessors", "copyEngines", "decoders", "encoders", "jpegs",
+                    "ofas", "starts", "size")}, p["name"]
+        assert {x["size"] for x in got["placements"]} == {p["size"]}
+        assert table["infoIds"]["ids"][p["name"]] == got["id"]
+        assert _local_line("h200-nvml", p["line"]).strip() == f'"id": {got["id"]},'
+    # go-nvlib names every whole-GPU-instance profile (G == C) as the table does; "+me" is the media
+    # extension (profile 7), which go-nvlib names by its NVML profile id, not by size
+    gi_names = {n for n in answer["migProfileNames"] if "c." not in n}
+    assert gi_names == {p["name"] for p in table["profiles"]}
+    assert table["deviceMemoryMiB"]["value"] * 1024 * 1024 == answer["memoryInfo"]["total"]

@@ -198,7 +198,7 @@ def test_gpu_request_with_mig_carries_the_table_and_its_total() -> None:
 
 
 @pytest.mark.parametrize(("model", "devices", "message"), [
-    ("H200-141GB", ("1g.18gb",), "no upstream MIG profile table"),
+    ("B200", ("1g.23gb",), "no upstream MIG profile table"),
     ("L4", ("1g.6gb",), "not MIG-capable"),
     ("A100-80GB", ("1g.5gb",), r"MIG profiles \['1g.5gb'\] are not among"),
     ("A100-X", (), "no NVML facts for GPU model 'A100-X'"),
