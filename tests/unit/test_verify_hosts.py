@@ -6,9 +6,12 @@ are not measured (with the reason); the faults below are what each check exists 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+import yaml
 from pinned_rows import pin
 
 from gpucluster.spec import load_spec
@@ -124,6 +127,36 @@ def test_a_host_with_its_gpus_passes_every_check(spec):
     v = verdicts(spec, FakeHost(**GPU_ON_THE_BUS))
     assert set(v.values()) == {Verdict.passed}
     assert ("host-nvidia-smi", "h200-1") in v
+
+
+#: What a real H200 host answered to the device checks' own commands (tests/data/captures/h200-580.159.04:
+#: one H200 passed through to a virtual machine, driver 580.159.04, taken with tools/gpu-capture/capture.sh
+#: host), keyed by the command as the checks run it.
+REAL_H200_HOST = {r["command"]: Out(r["rc"], r["stdout"]) for r in json.loads(
+    (Path(__file__).resolve().parents[2] / "tests" / "data" / "captures" / "h200-580.159.04" / "host-commands.json")
+    .read_text())}
+
+
+def test_a_real_h200_hosts_own_answers_pass_the_device_checks(tmp_path):
+    """The captured host had one H200: a pool of one H200 on it passes host-nvidia-smi and host-nvidia-module
+    with nvidia-smi's real output, and every device command the checks ran is one the capture answered (a
+    changed command fails here until it is captured again)."""
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "inventories" / "local" / "cluster.yaml").read_text())
+    pool = next(p for p in raw["nodePools"] if p["hosts"] == ["h200-1"])
+    pool["gpu"]["count"] = 1
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(raw))
+    one_gpu = load_spec(tmp_path)
+    device = {"/sys/bus/pci/devices": "cat /sys/bus/pci/devices/*/vendor 2>/dev/null",
+              "test -e /dev/nvidia0": "test -e /dev/nvidia0", "'^nvidia'": "grep -qw '^nvidia' /proc/modules",
+              "'^nouveau'": "grep -qw '^nouveau' /proc/modules",
+              "nvidia-smi --query-gpu": "nvidia-smi --query-gpu=name --format=csv,noheader"}
+    fake = FakeHost(**{key: REAL_H200_HOST[cmd] for key, cmd in device.items()})
+    rows = {(r.check, r.subject): r for r in host_checks(one_gpu, one_gpu.host("h200-1"), fake)}
+    smi, module = rows[("host-nvidia-smi", "h200-1")], rows[("host-nvidia-module", "h200-1")]
+    assert (smi.verdict, smi.actual) == (Verdict.passed, "1x NVIDIA H200")
+    assert (module.verdict, rows[("host-nouveau", "h200-1")].verdict) == (Verdict.passed, Verdict.passed)
+    ran = [c for c in fake.commands if any(k in c for k in device)]
+    assert sorted(set(ran)) == sorted(device.values())
 
 
 def test_containerd_2_with_native_cdi_passes(spec):

@@ -1,10 +1,16 @@
 #!/bin/bash
 # Capture what a real NVIDIA GPU reports, for tests/data/captures/. Reads only: no MIG mode, clock,
-# persistence or other setting is changed. Run on a machine with a GPU and its driver, from the
-# repository root, with the two binaries built here (see tools/gpu-capture/README.md) unpacked from
-# .capbin/bins.tar.gz; writes at most eight files into $OUT.
+# persistence or other setting is changed (the CDI spec is written into $OUT, not /etc/cdi). Run on a
+# machine with a GPU and its driver, from the repository root, with the binaries built here (tools/README.md,
+# gpu-capture) unpacked from .capbin/bins.tar.gz; writes at most eight files into $OUT per part.
+#
+#   capture.sh [gpu]   nvidia-smi, GFD with each MIG strategy, the DRA driver's NVML calls (gpu-capture)
+#   capture.sh host    what the host layer runs on a GPU host: each command of host-commands.txt (host
+#                      verify's and the nvidia_driver role's) with its exit code and output, and the
+#                      nvidia_container_toolkit role's `nvidia-ctk cdi generate`
 set -u
 out=${OUT:?set OUT to the folder the capture goes to}
+part=${1:-gpu}
 bins=$(mktemp -d)
 tar -xzf .capbin/bins.tar.gz -C "$bins" || exit 1
 log=$out/capture-log.txt
@@ -16,6 +22,26 @@ if ! ldconfig -p | grep -q 'libnvidia-ml.so.1 '; then
   [ -n "$lib" ] && export LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" >>"$log"
+if [ "$part" = host ]; then
+  # One JSON object per command, run as testinfra runs it (sh -c), in the order of the list.
+  python3 - tools/gpu-capture/host-commands.txt >"$out/host-commands.json" 2>>"$log" <<'PY'
+import json, subprocess, sys
+rows = []
+for cmd in open(sys.argv[1]).read().splitlines():
+    r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
+    rows.append({"command": cmd, "rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr})
+print(json.dumps(rows, indent=2))
+PY
+  echo "### nvidia-ctk --version" >>"$log"
+  "$bins/nvidia-ctk" --version >>"$log" 2>&1
+  # The role's argv (roles/nvidia_container_toolkit/tasks/cdi.yml) with the output in $OUT.
+  echo "### nvidia-ctk cdi generate" >>"$log"
+  PATH=$bins:$PATH "$bins/nvidia-ctk" cdi generate --output="$out/nvidia.yaml" >>"$log" 2>&1; echo "rc=$?" >>"$log"
+  "$bins/nvidia-ctk" cdi list --spec-dir "$out" >>"$log" 2>&1; echo "rc=$?" >>"$log"
+  rm -rf "$bins"
+  ls -la "$out" >>"$log"
+  exit 0
+fi
 nvidia-smi -q -x >"$out/nvidia-smi-q.xml" 2>>"$log"
 nvidia-smi -q >"$out/nvidia-smi-q.txt" 2>>"$log"
 {
