@@ -17,6 +17,10 @@ from importlib import resources
 
 import yaml
 
+#: PyYAML's C parser where it is built (the wheels ship it): the same safe loading, ~10x faster on
+#: the packaged data files that every command reads.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 #: Where a value without a capture comes from.
 MOCK = "mock: go-nvml pkg/nvml/mock/gpus (gpus.yaml)"
 NOMINAL = "nominal: the profile's GiB x 1024 (no capture, no mock)"
@@ -119,7 +123,7 @@ def _parse(key: str, raw: dict, captured: dict) -> GpuModel:
 
 
 def _data(name: str) -> dict:
-    return dict(yaml.safe_load(resources.files("gpucluster").joinpath(f"data/{name}").read_text()))
+    return dict(yaml.load(resources.files("gpucluster").joinpath(f"data/{name}").read_text(), Loader=_LOADER))
 
 
 @cache

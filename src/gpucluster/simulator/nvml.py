@@ -22,6 +22,10 @@ import yaml
 from gpucluster.errors import SimulatorError
 from gpucluster.simulator.oracle import GpuRequest, MigProfile
 
+#: PyYAML's C parser where it is built (the wheels ship it): the same safe loading, ~10x faster on
+#: the packaged data files that every command reads.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass(frozen=True)
 class MigTable:
@@ -162,13 +166,14 @@ def models() -> dict[str, NvmlModel]:
 
 @cache
 def _raw() -> dict[str, Any]:
-    return dict(yaml.safe_load(resources.files("gpucluster.simulator").joinpath("data/nvml.yaml").read_text()))
+    text = resources.files("gpucluster.simulator").joinpath("data/nvml.yaml").read_text()
+    return dict(yaml.load(text, Loader=_LOADER))
 
 
 @cache
 def _captures() -> dict[str, Any]:
     """The real-board captures (``gpucluster/data/captures.yaml``), read here, not through the catalog."""
-    return dict(yaml.safe_load(resources.files("gpucluster").joinpath("data/captures.yaml").read_text()))
+    return dict(yaml.load(resources.files("gpucluster").joinpath("data/captures.yaml").read_text(), Loader=_LOADER))
 
 
 def cuda_driver_version(driver_version: str) -> int:

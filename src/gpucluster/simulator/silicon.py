@@ -13,6 +13,10 @@ from gpucluster import catalog
 from gpucluster.catalog import GpuModel
 from gpucluster.spec.model import ClusterSpec
 
+#: PyYAML's C parser where it is built (the wheels ship it): the same safe loading, ~10x faster on
+#: the packaged data files that every command reads.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 #: Machine resources a simulated kubelet reports, besides the extended resources the agents add.
 BASE_GPU_NODE = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "3Ti"}
 BASE_CPU_NODE = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "1Ti"}
@@ -36,7 +40,7 @@ def _layouts() -> dict[str, tuple[tuple[str, str], ...]]:
     The simulator reads the table itself: verification's expectation (:mod:`gpucluster.devices`, through
     :func:`gpucluster.catalog.platform`) shares the cited data, not this lookup.
     """
-    raw = yaml.safe_load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text())
+    raw = yaml.load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text(), Loader=_LOADER)
     out: dict[str, tuple[tuple[str, str], ...]] = {}
     for key, platform in raw["platforms"].items():
         out[key] = tuple((str(g["pciBusID"]), str(g["pcieRoot"])) for g in platform["gpus"])
