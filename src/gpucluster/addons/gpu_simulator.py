@@ -7,19 +7,24 @@ like any other process of the world (:mod:`gpucluster.local.addons`), logs to
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from gpucluster import atomic
 from gpucluster.local import addons
 from gpucluster.local.runtime import Launch
 from gpucluster.local.world import World
 from gpucluster.procs import Component
 from gpucluster.simulator import attach
+from gpucluster.spec.loader import spec_path
 from gpucluster.spec.model import ClusterSpec
 
 NAME = "gpu-simulator"
 INTERVAL_S = 5.0
+#: Beside the add-on's record: the digest of the spec the running process was started for.
+INPUTS = "spec.sha256"
 
 Say = Callable[[str], None]
 
@@ -42,13 +47,33 @@ def register(world: World, spec: ClusterSpec, *, say: Say) -> None:
 
 
 def keep(world: World, inventory: Path, *, say: Say, keep_current: bool = True) -> None:
-    """Keep the nodes current from the recorded background process (``keep_current`` False: stop it)."""
+    """Keep the nodes current from the recorded background process (``keep_current`` False: stop it).
+
+    The process reads the spec once, when it starts. One that still runs with the same command line,
+    started for the same spec file content, is left running (a converged re-run of ``up`` restarts
+    nothing); otherwise it is replaced.
+    """
     state_dir = Path(world.dir)
     if not keep_current:
         stop(state_dir)
         return
-    comp = spawn(state_dir, Path(world.kubeconfig), inventory)
+    kubeconfig = Path(world.kubeconfig)
+    want, spec = launch(state_dir, kubeconfig, inventory), spec_digest(inventory)
+    running = addons.load(state_dir, NAME).get(NAME)
+    stamp = addons.folder(state_dir, NAME) / INPUTS
+    if (running is not None and running.ours() and running.binary == str(want.binary)
+            and running.args == list(want.args) and stamp.is_file() and stamp.read_text() == spec):
+        say(f"✓ GPU simulator already keeps the nodes current (pid {running.pid}, same spec; log {running.log})")
+        return
+    stamp.unlink(missing_ok=True)
+    comp = spawn(state_dir, kubeconfig, inventory)
+    atomic.write(stamp, spec)
     say(f"✓ GPU simulator keeps the nodes current (pid {comp.pid}, log {comp.log})")
+
+
+def spec_digest(inventory: Path) -> str:
+    """SHA-256 of the spec file the process loads at start (all it reads of the inventory)."""
+    return hashlib.sha256(spec_path(Path(inventory).resolve()).read_bytes()).hexdigest() + "\n"
 
 
 def launch(state_dir: Path, kubeconfig: Path, inventory: Path, interval: float = INTERVAL_S) -> Launch:
