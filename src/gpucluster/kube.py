@@ -134,7 +134,9 @@ def _current_context(kubeconfig: str | Path | None) -> str:
     import yaml
 
     try:
-        data = yaml.safe_load(Path(kubeconfig or default_kubeconfig()).read_text())
+        # the C parser where built: a kubeconfig's certificates are long lines, slow to scan in Python
+        data = yaml.load(Path(kubeconfig or default_kubeconfig()).read_text(),
+                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, ValueError, yaml.YAMLError):
         return ""
     return str(data.get("current-context") or "") if isinstance(data, dict) else ""
