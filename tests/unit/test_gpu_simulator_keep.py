@@ -80,3 +80,29 @@ def test_a_simulator_that_died_or_runs_other_arguments_is_started_again(world) -
     addons.record(world.dir, gpu_simulator.NAME, {gpu_simulator.NAME: procs.Component(
         **{**rec.__dict__, "args": [*rec.args[:-1], "1.0"]})})  # recorded with another --interval
     assert "already" not in keep(world) and len(world.started) == 3
+
+
+def test_replacing_removes_only_its_own_stamp_in_a_folder_it_owns(world, tmp_path: Path) -> None:
+    """The one removal (the stale spec digest, before a new process starts) touches only ``spec.sha256`` in
+    the add-on folder gpucluster marked as its own: another file there stays, a stamp that is a link to a
+    file elsewhere loses the link only, and an ``addons`` folder holding someone else's files is refused."""
+    from gpucluster.ownership import NotOurs
+
+    keep(world)
+    folder = addons.folder(world.dir, gpu_simulator.NAME)
+    neighbour = folder / "notes.txt"
+    neighbour.write_text("kept\n")
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("not ours\n")
+    (folder / gpu_simulator.INPUTS).unlink()
+    (folder / gpu_simulator.INPUTS).symlink_to(outside)
+    assert "already" not in keep(world)  # no stamp of its own: replaced
+    assert neighbour.read_text() == "kept\n" and outside.read_text() == "not ours\n"
+    assert not (folder / gpu_simulator.INPUTS).is_symlink()
+    stranger = SimpleNamespace(dir=tmp_path / "stranger", kubeconfig=tmp_path / "stranger" / "kubeconfig",
+                               inventory=world.inventory, started=world.started)
+    (stranger.dir / addons.FOLDER).mkdir(parents=True)
+    (stranger.dir / addons.FOLDER / "theirs.txt").write_text("theirs\n")
+    with pytest.raises(NotOurs):
+        gpu_simulator.keep(stranger, world.inventory, say=lambda _m: None)
+    assert (stranger.dir / addons.FOLDER / "theirs.txt").read_text() == "theirs\n"
