@@ -77,7 +77,10 @@ def table(record: dict) -> str:
             f"Newest recorded warm run: commit `{run['commit']}` on {run['date']}, "
             f"**{total(run):.0f} s ({total(run) / 60:.1f} min)** in all "
             f"(budget {record['budget_s'] / 60:.0f} min): setup {float(run.get('setup_s') or 0):.0f} s, "
-            f"pytest {run['pytest_wall_s']:.0f} s.",
+            f"pytest {run['pytest_wall_s']:.0f} s."
+            + (f" The machine spent {run['cpu_s']:.0f} CPU-s"
+               + (f", {run['container_cpu_s']:.0f} of them in the Molecule hosts" if run.get("container_cpu_s")
+                  is not None else "") + "." if run.get("cpu_s") else ""),
             "",
             "| tier | wall s | summed test s | tests |",
             "|---|---:|---:|---:|",
@@ -167,6 +170,9 @@ def merge(parts: list[dict]) -> dict:
         "started_at": started,
         "ended_at": ended,
         "cpu_busy_pct": longest.get("cpu_busy_pct"),
+        # Machine-wide counters: each part saw the same machine; the longest part's span covers the run.
+        "cpu_s": longest.get("cpu_s"),
+        "container_cpu_s": longest.get("container_cpu_s"),
         "parts": {p.get("part", str(i)): p["pytest_wall_s"] for i, p in enumerate(parts)},
         "tiers": {t: tiers[t] for t in sorted(tiers, key=_tier_order)},
         "failed_tests": sorted(t for p in parts for t in p.get("failed_tests", [])),

@@ -3,8 +3,10 @@
 Loaded by tests/conftest.py. Every test report (setup, call, teardown) carries its start and stop
 time; a tier's wall time is the union of its tests' intervals (plus any background interval a tier
 records itself with :func:`record_interval`, e.g. Molecule scenarios running beside other tiers), so
-tiers that run side by side are not counted twice. At the end of the session the figures are printed
-and written to ``reports/ci-times.json``; ``scripts/ci-times.py`` turns that file into the committed
+tiers that run side by side are not counted twice. The machine is shared by the tiers, so the run also
+counts CPU seconds: the whole machine's (``/proc/stat``) and the part Podman charged to its containers,
+the Molecule tier's hosts (their cgroup, :func:`container_cpu`). At the end of the session the figures
+are printed and written to ``reports/ci-times.json``; ``scripts/ci-times.py`` turns that file into the committed
 record (``tests/ci_times.json``) and the README's table.
 """
 
@@ -55,12 +57,53 @@ def cpu_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+#: Where Podman charges its containers' CPU time, by cgroup version and manager, and the counter's unit:
+#: cgroup v1 cpuacct counts nanoseconds (molecule/containers.conf selects the cgroupfs manager, whose
+#: parent is libpod_parent), cgroup v2's cpu.stat microseconds. A parent's counter keeps what removed
+#: containers used.
+CONTAINER_CPU = (
+    ("cpuacct/libpod_parent/cpuacct.usage", 1e-9),
+    ("cpuacct/machine.slice/cpuacct.usage", 1e-9),
+    ("libpod_parent/cpu.stat", 1e-6),
+    ("machine.slice/cpu.stat", 1e-6),
+)
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def container_cpu(root: Path = CGROUP) -> tuple[str, float] | None:
+    """(counter file, CPU seconds) of Podman's containers so far; None where no such cgroup exists (yet)."""
+    for rel, unit in CONTAINER_CPU:
+        try:
+            text = (root / rel).read_text()
+        except OSError:
+            continue
+        if rel.endswith("cpu.stat"):
+            text = next((line.split()[1] for line in text.splitlines() if line.startswith("usage_usec ")), "")
+        if text.strip().isdigit():
+            return rel, int(text) * unit
+    return None
+
+
+def container_cpu_since(start: tuple[str, float] | None, root: Path = CGROUP) -> float | None:
+    """Podman's containers' CPU seconds since ``start`` (:func:`container_cpu`'s reading then; None: the
+    cgroup did not exist yet, so everything it counts now is new); None when there is no such cgroup."""
+    now = container_cpu(root)
+    if now is None:
+        return None
+    if start is None:
+        return now[1]
+    if start[0] != now[0]:
+        return None  # read from another counter: not comparable
+    return max(0.0, now[1] - start[1])
+
+
 @dataclass
 class Timings:
     """What the session has seen so far."""
 
     started: float = field(default_factory=time.time)
     cpu_start: tuple[int, int] = field(default_factory=cpu_ticks)
+    containers_start: tuple[str, float] | None = field(default_factory=container_cpu)
     intervals: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     per_test: dict[str, float] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
@@ -137,10 +180,20 @@ def summary(timings: Timings, whole_suite: bool, exit_status: int) -> dict:
         "ended_at": round(ended, 1),
         # The machine's CPU use during the run (every process, not only the tests'): how much room is left.
         "cpu_busy_pct": round(100.0 * (busy - timings.cpu_start[0]) / spent, 1) if spent > 0 else None,
+        # CPU seconds the machine spent during the run, and of them those of the Molecule tier's hosts.
+        "cpu_s": round((busy - timings.cpu_start[0]) / _HZ, 1) if spent > 0 else None,
+        "container_cpu_s": _round(container_cpu_since(timings.containers_start)),
         "tiers": tiers,
         "failed_tests": sorted(t for t, outcome in timings.outcomes.items() if outcome == "failed"),
         "slowest": [{"test": t, "seconds": round(s, 1)} for t, s in slowest],
     }
+
+
+_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 #: scripts/test.sh runs the whole suite as two pytest processes side by side, split by this marker
@@ -186,6 +239,10 @@ def render_table(doc: dict) -> list[str]:
     setup = doc.get("setup_s")
     cpu = doc.get("cpu_busy_pct")
     lines.append(f"{'pytest':<12} {doc['pytest_wall_s']:>8.1f}" + (f"   (machine CPU busy {cpu:.0f}%)" if cpu else ""))
+    cpu_s, hosts = doc.get("cpu_s"), doc.get("container_cpu_s")
+    if cpu_s:
+        share = f", {hosts:.1f} of them in Podman's containers (the Molecule hosts)" if hosts is not None else ""
+        lines.append(f"{'cpu':<12} {cpu_s:>8.1f}   CPU-s of the machine{share}")
     if setup is not None:
         lines.append(f"{'setup':<12} {setup:>8.1f}")
         lines.append(f"{'total':<12} {setup + doc['pytest_wall_s']:>8.1f}")

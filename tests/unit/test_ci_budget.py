@@ -107,3 +107,46 @@ def test_tiers_running_side_by_side_are_not_counted_twice():
     assert union_seconds([(5, 6), (0, 10)]) == 10
     assert tier_of("tests/molecule/test_scenarios.py::test_x[site]") == "molecule"
     assert tier_of("tests/ci_timing.py::x") == "other"
+
+
+def test_container_cpu_is_read_from_podmans_cgroup_whichever_cgroup_version(tmp_path):
+    from ci_timing import container_cpu, container_cpu_since
+
+    assert container_cpu(tmp_path) is None  # no container ever ran: not measured, not zero
+    assert container_cpu_since(None, tmp_path) is None
+    v1 = tmp_path / "v1" / "cpuacct" / "libpod_parent"
+    v1.mkdir(parents=True)
+    (v1 / "cpuacct.usage").write_text("2500000000\n")  # nanoseconds
+    assert container_cpu(tmp_path / "v1") == ("cpuacct/libpod_parent/cpuacct.usage", 2.5)
+    v2 = tmp_path / "v2" / "machine.slice"
+    v2.mkdir(parents=True)
+    (v2 / "cpu.stat").write_text("usage_usec 7000000\nuser_usec 5000000\nsystem_usec 2000000\n")
+    assert container_cpu(tmp_path / "v2") == ("machine.slice/cpu.stat", 7.0)
+
+
+def test_container_cpu_since_counts_only_the_run_and_a_cgroup_made_during_it_from_zero(tmp_path):
+    from ci_timing import container_cpu, container_cpu_since
+
+    counter = tmp_path / "cpuacct" / "libpod_parent" / "cpuacct.usage"
+    start = container_cpu(tmp_path)  # before the first container: no cgroup yet
+    counter.parent.mkdir(parents=True)
+    counter.write_text("4000000000")
+    assert container_cpu_since(start, tmp_path) == 4.0
+    start = container_cpu(tmp_path)
+    counter.write_text("10000000000")  # what the containers used since (removed ones included)
+    assert container_cpu_since(start, tmp_path) == 6.0
+    assert container_cpu_since(("machine.slice/cpu.stat", 1.0), tmp_path) is None  # another counter
+
+
+def test_the_table_prints_the_runs_cpu_seconds_and_the_molecule_hosts_share():
+    from ci_timing import render_table
+
+    doc = {"tiers": {}, "pytest_wall_s": 100.0, "cpu_busy_pct": 90.0, "cpu_s": 180.0, "container_cpu_s": 80.5,
+           "slowest": []}
+    assert any(line.split()[:2] == ["cpu", "180.0"] and "80.5 of them in Podman's containers" in line
+               for line in render_table(doc))
+    doc["container_cpu_s"] = None
+    (line,) = [line for line in render_table(doc) if line.startswith("cpu ")]
+    assert "Podman" not in line
+    del doc["cpu_s"]
+    assert not [line for line in render_table(doc) if line.startswith("cpu ")]
