@@ -31,7 +31,6 @@ def test_yamllint():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
 def ansible_lint_key(repo: Path = REPO) -> str:
     """What an ansible-lint verdict depends on, as one digest: every file git knows or would add (tracked,
     and untracked but not ignored, as ansible-lint discovers them) outside .ansible-lint's exclude_paths,
@@ -59,6 +58,7 @@ def ansible_lint_key(repo: Path = REPO) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.slow
 def test_ansible_lint_production_profile():
     """ansible-lint over roles/ and playbooks/ (profile production; about 80 CPU-s on the 2-core machine).
 
