@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-#: The goal is 20 minutes with a 25-minute budget; the suite took 35 minutes on 2026-12-02, so the line is
-#: held at 40 until the cuts land (README, "Time budget").
-BUDGET_S = 40 * 60
+#: The goal is 20 minutes warm with a 25-minute budget (README, "Time budget"); held at 40 while the suite
+#: took 35-39 minutes, lowered once a clean-clone run came in at 20.6 (0584195, 2026-12-04).
+BUDGET_S = 25 * 60
 
 
 def _script():
@@ -36,7 +36,7 @@ def record(script):
     return script.load()
 
 
-def test_the_budget_is_40_minutes_warm(record):
+def test_the_budget_is_25_minutes_warm(record):
     assert record["budget_s"] == BUDGET_S
 
 
