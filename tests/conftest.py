@@ -49,11 +49,14 @@ TOOL_FOLDERS = ("integration", "molecule")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that needs the toolchain ``toolchain``, so ``-m 'not toolchain'`` is the fast
-    tier that runs on a machine without it (and never skips for a missing tool)."""
+    tier that runs on a machine without it (and never skips for a missing tool); and every test of
+    tests/unit ``unit``, the marker scripts/test.sh splits the suite's two processes by."""
     for item in items:
         folder = Path(str(item.fspath)).relative_to(REPO).parts[1:2]
         if set(getattr(item, "fixturenames", ())) & TOOL_FIXTURES or (folder and folder[0] in TOOL_FOLDERS):
             item.add_marker(pytest.mark.toolchain)
+        if folder and folder[0] == "unit":
+            item.add_marker(pytest.mark.unit)
 
 
 def require_tool(name: str) -> Path:

@@ -150,3 +150,17 @@ def test_the_table_prints_the_runs_cpu_seconds_and_the_molecule_hosts_share():
     assert "Podman" not in line
     del doc["cpu_s"]
     assert not [line for line in render_table(doc) if line.startswith("cpu ")]
+
+
+def test_the_two_parts_of_a_whole_run_split_the_suite_exactly_as_scripts_test_sh_runs_them():
+    from _pytest.mark.expression import Expression
+    from ci_timing import PARTS
+
+    script = (REPO / "scripts" / "test.sh").read_text()
+    for part, expr in PARTS.items():  # the part's environment and its -m expression, on one command line
+        assert any(f"GPUCLUSTER_TIMING_PART={part} " in line and f'-m "{expr}"' in line
+                   for line in script.splitlines()), part
+    # Every test is in exactly one part, whatever markers it carries.
+    for marks in ({"molecule"}, {"unit"}, {"integration"}, {"molecule", "slow"}, {"toolchain"}, set()):
+        matched = [p for p, expr in PARTS.items() if Expression.compile(expr).evaluate(lambda m, **_: m in marks)]
+        assert len(matched) == 1, (marks, matched)
