@@ -160,7 +160,10 @@ def test_the_two_parts_of_a_whole_run_split_the_suite_exactly_as_scripts_test_sh
     for part, expr in PARTS.items():  # the part's environment and its -m expression, on one command line
         assert any(f"GPUCLUSTER_TIMING_PART={part} " in line and f'-m "{expr}"' in line
                    for line in script.splitlines()), part
+    def selects(expr: str, marks: set[str]) -> bool:
+        return Expression.compile(expr).evaluate(lambda mark, **_: mark in marks)
+
     # Every test is in exactly one part, whatever markers it carries.
     for marks in ({"molecule"}, {"unit"}, {"integration"}, {"molecule", "slow"}, {"toolchain"}, set()):
-        matched = [p for p, expr in PARTS.items() if Expression.compile(expr).evaluate(lambda m, **_: m in marks)]
+        matched = [p for p, expr in PARTS.items() if selects(expr, marks)]
         assert len(matched) == 1, (marks, matched)
