@@ -142,12 +142,28 @@ def get(model: str) -> GpuModel:
 
 @dataclass(frozen=True)
 class PlatformGpu:
-    """One GPU slot of a platform, as the NVIDIA DRA driver would see it (values cited in platforms.yaml)."""
+    """One GPU slot of a platform, as the NVIDIA DRA driver would see it (values cited in platforms.yaml).
 
-    pci_bus_id: str  # resource.kubernetes.io/pciBusID
+    ``pci_bus_id``, ``pcie_root`` and ``rail_nic`` are None where no citation fixes them for every system
+    of the platform (GB200 trays report other bus IDs bare-metal than as cloud instances): verification
+    then compares none, and the simulator publishes a generic bus ID and no root."""
+
     numa_node: int
-    pcie_root: str  # resource.kubernetes.io/pcieRoot
-    rail_nic: str  # the ConnectX device under the same host bridge (mlx5_N)
+    pci_bus_id: str | None = None  # resource.kubernetes.io/pciBusID
+    pcie_root: str | None = None  # resource.kubernetes.io/pcieRoot
+    rail_nic: str | None = None  # the ConnectX device under the same host bridge (mlx5_N)
+
+
+@dataclass(frozen=True)
+class NvlinkDomain:
+    """A multi-node NVLink system's domain (GB200 NVL72: 18 trays of 4 GPUs behind one NVLink switch fabric).
+
+    Its hosts share one NVLink fabric: NVML reports one cluster UUID and clique ID on all their GPUs, GPU
+    Feature Discovery labels ``nvidia.com/gpu.clique``, and the DRA driver's ComputeDomains (IMEX) span it.
+    """
+
+    hosts: int  # trays (Kubernetes nodes) in one domain
+    gpus: int  # GPUs in one domain
 
 
 @dataclass(frozen=True)
@@ -159,8 +175,16 @@ class Platform:
     models: tuple[str, ...]
     gpus: tuple[PlatformGpu, ...]
     nic_roots: dict[str, str]
-    #: Where each kind of value comes from (pciBusID, numaNode, railNic, pcieRoot).
+    #: Where each kind of value comes from (pciBusID, numaNode, railNic, pcieRoot, nvlink).
     sources: tuple[tuple[str, str], ...] = ()
+    #: The multi-node NVLink domain the platform's hosts form, None for a single-node system (DGX H100:
+    #: NVLink inside the box only; its fabric reports a zero cluster UUID).
+    nvlink_domain: NvlinkDomain | None = None
+
+    @property
+    def multi_node_nvlink(self) -> bool:
+        """Whether hosts of this platform share NVLink with other hosts (ComputeDomains and IMEX apply)."""
+        return self.nvlink_domain is not None
 
 
 @cache
@@ -168,11 +192,15 @@ def platforms() -> dict[str, Platform]:
     """Every platform with a cited layout, by key (``dgx-h100``)."""
     out = {}
     for key, raw in _data("platforms.yaml")["platforms"].items():
-        gpus = tuple(PlatformGpu(pci_bus_id=g["pciBusID"], numa_node=int(g["numaNode"]), pcie_root=g["pcieRoot"],
-                                 rail_nic=g["railNic"]["name"]) for g in raw["gpus"])
+        gpus = tuple(PlatformGpu(numa_node=int(g["numaNode"]), pci_bus_id=g.get("pciBusID"),
+                                 pcie_root=g.get("pcieRoot"), rail_nic=(g.get("railNic") or {}).get("name"))
+                     for g in raw["gpus"])
+        nvlink = raw.get("nvlinkDomain")
         out[key] = Platform(key=key, description=raw["description"], models=tuple(raw["models"]), gpus=gpus,
                             nic_roots=dict(raw.get("nicRoots") or {}),
-                            sources=tuple(sorted((k, str(v)) for k, v in (raw.get("sources") or {}).items())))
+                            sources=tuple(sorted((k, str(v)) for k, v in (raw.get("sources") or {}).items())),
+                            nvlink_domain=NvlinkDomain(hosts=int(nvlink["hosts"]), gpus=int(nvlink["gpus"]))
+                            if nvlink else None)
     return out
 
 

@@ -184,9 +184,10 @@ def test_an_uncaptured_profile_is_marked_as_coming_from_a_mock_or_its_nominal_si
             assert (p.memory_source, p.memory_mib) == ((catalog.MOCK, mock) if mock else
                                                        (catalog.NOMINAL, p.memory_gib * 1024)), (key, p.name)
             marked[key] = p.memory_source
-    # A100s and A30 keep go-nvml's mock tables; GH200 (and B200's, the NVL's larger profiles) nominal sizes
+    # A100s and A30 keep go-nvml's mock tables; GH200, B200 and GB200 (and the NVL's larger profiles) nominal
     assert marked == {"A100-40GB": catalog.MOCK, "A100-80GB": catalog.MOCK, "A30": catalog.MOCK,
-                      "H100-NVL-94GB": catalog.NOMINAL, "B200": catalog.NOMINAL, "GH200": catalog.NOMINAL}
+                      "H100-NVL-94GB": catalog.NOMINAL, "B200": catalog.NOMINAL, "GB200": catalog.NOMINAL,
+                      "GH200": catalog.NOMINAL}
 
 
 def test_the_simulator_reads_the_same_captures_itself() -> None:

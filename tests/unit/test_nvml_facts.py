@@ -34,6 +34,7 @@ UNSOURCED: dict[str, set[str]] = {
     "GH200": {"productName", "memoryMiB", "architecture", "computeCapability", "migCapable", "mig"},
     "L4": {"productName", "architecture", "computeCapability", "migCapable"},
     "B200": {"mig"},
+    "GB200": {"mig"},
     "H100-SXM5-80GB": {"mig.placements"},
     "A30": {"mig.infoIds"},
 }

@@ -68,7 +68,10 @@ def test_dgx_h100_every_gpu_has_its_own_root_shared_with_its_rail_nic_and_numa_f
 
 
 def test_only_cited_platforms_have_a_layout_and_a_model_alone_implies_none() -> None:
-    assert set(catalog.platforms()) == {"dgx-h100"}  # DGX A100 and DGX H200: no full table could be cited
+    # DGX A100 and DGX H200: no full table could be cited; gb200-nvl72 claims NUMA nodes and its NVLink domain,
+    # no bus IDs (tests/unit/test_nvlink.py)
+    assert set(catalog.platforms()) == {"dgx-h100", "gb200-nvl72"}
+    assert [g.pci_bus_id for g in catalog.platforms()["gb200-nvl72"].gpus] == [None] * 4
     # another vendor's HGX H100 board has other bus IDs: a pool names its platform, or none is assumed
     assert catalog.platform(None) is None and catalog.platform("hgx-h100") is None
 

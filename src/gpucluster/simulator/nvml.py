@@ -195,7 +195,7 @@ def model(name: str) -> NvmlModel:
 
 
 def gpu_request(name: str, count: int = 1, mig_devices: tuple[str, ...] = (),
-                mig_enabled: bool | None = None) -> GpuRequest:
+                mig_enabled: bool | None = None, *, fabric: tuple[str, int] | None = None) -> GpuRequest:
     """``count`` GPUs of model ``name`` with ``mig_devices`` configured on each.
 
     MIG is enabled when ``mig_devices`` is non-empty unless ``mig_enabled`` says otherwise. With MIG
@@ -203,15 +203,20 @@ def gpu_request(name: str, count: int = 1, mig_devices: tuple[str, ...] = (),
     written for (see nvml.yaml: for H100 it is go-nvml's nominal 81920 MiB, not the real 81559). With
     MIG disabled the whole-GPU memory is used and the profiles are left out: a MIG-disabled GPU
     publishes nothing about them, and some models have no usable table.
+
+    ``fabric`` is the NVLink fabric every GPU reports, (cluster UUID, clique ID), as a GB200 NVL72
+    node's GPUs do; None: none (NVML answers NOT_SUPPORTED).
     """
     m = model(name)
     enabled = bool(mig_devices) if mig_enabled is None else mig_enabled
+    cluster_uuid, clique_id = fabric or ("", 0)
     if not enabled:
         if mig_devices:
             raise SimulatorError(f"{name}: MIG devices {list(mig_devices)} need MIG enabled")
         return GpuRequest(
             product_name=m.product_name, memory_mib=m.memory_mib, compute_capability=m.compute_capability,
             architecture=m.architecture, count=count, mig_capable=m.mig_capable, pci_device_id=m.pci_device_id,
+            fabric_cluster_uuid=cluster_uuid, fabric_clique_id=clique_id,
         )
     if not m.mig_capable:
         raise SimulatorError(f"{name} is not MIG-capable")
@@ -225,4 +230,5 @@ def gpu_request(name: str, count: int = 1, mig_devices: tuple[str, ...] = (),
         product_name=m.product_name, memory_mib=m.mig.device_memory_mib, compute_capability=m.compute_capability,
         architecture=m.architecture, count=count, mig_capable=True, mig_profiles=m.mig.profiles,
         mig_enabled=True, mig_devices=tuple(mig_devices), pci_device_id=m.pci_device_id,
+        fabric_cluster_uuid=cluster_uuid, fabric_clique_id=clique_id,
     )

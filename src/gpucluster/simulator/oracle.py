@@ -85,6 +85,13 @@ class GpuRequest:
     (``ampere``, ``hopper``, ``ada-lovelace``, ``blackwell``, ...). A MIG-capable GPU either lists
     ``mig_profiles`` (needed when MIG is enabled) or sets ``mig_capable``. ``mig_devices`` are the
     configured MIG devices of each GPU, by profile name.
+
+    NVLink fabric (nvmlDeviceGetGpuFabricInfo; a GB200 NVL72 GPU's multi-node NVLink domain): with
+    ``fabric_cluster_uuid`` set (a UUID, e.g. ``00000001-0000-0000-0000-000000000001``) each GPU reports
+    that cluster, clique ``fabric_clique_id`` and registration state ``fabric_state`` (``completed``,
+    the default when empty; ``in-progress``, ``not-started``, ``not-supported``), status success.
+    Empty: NVML answers NOT_SUPPORTED (no fabric). GFD's ``nvidia.com/gpu.clique`` label is
+    upstream's reading of it.
     """
 
     product_name: str
@@ -97,6 +104,9 @@ class GpuRequest:
     mig_enabled: bool = False
     mig_devices: tuple[str, ...] = ()
     pci_device_id: str = ""
+    fabric_cluster_uuid: str = ""
+    fabric_clique_id: int = 0
+    fabric_state: str = ""
 
     def to_json(self) -> dict[str, Any]:
         major, _, minor = self.compute_capability.partition(".")
@@ -112,6 +122,11 @@ class GpuRequest:
             "migDevices": list(self.mig_devices), "pciDeviceId": self.pci_device_id,
         }
         out.update({k: v for k, v in optional.items() if v})
+        if self.fabric_cluster_uuid:
+            fabric: dict[str, Any] = {"clusterUuid": self.fabric_cluster_uuid, "cliqueId": self.fabric_clique_id}
+            if self.fabric_state:
+                fabric["state"] = self.fabric_state
+            out["fabric"] = fabric
         return out
 
 

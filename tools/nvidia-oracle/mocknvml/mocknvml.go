@@ -8,7 +8,8 @@
 // label values, resource names and counts) is computed by upstream code (go-nvlib,
 // k8s-device-plugin). An NVML call the mock does not implement panics in the generated mock
 // ("...Func: method is nil but ... was just called"); nvidia-oracle turns that into an error.
-// Not modelled: NVLink (every link reports NOT_SUPPORTED, so GPUs look PCIe-only) and PCIe switches
+// Not modelled: NVLink links (every link reports NOT_SUPPORTED, so GPUs look PCIe-only; a GPU may still
+// report multi-node NVLink fabric info, GetGpuFabricInfo, as a GB200 NVL72 does) and PCIe switches
 // (two GPUs share at most a NUMA node).
 package mocknvml
 
@@ -45,6 +46,35 @@ type GPURequest struct {
 	MigProfiles []MigProfileRequest `json:"migProfiles,omitempty"` // GPU-instance profiles NVML reports
 	MigEnabled  bool                `json:"migEnabled,omitempty"`  // MIG mode (current)
 	MigDevices  []string            `json:"migDevices,omitempty"`  // MIG devices configured, by profile name
+	// Fabric: the GPU's NVLink fabric (nvmlDeviceGetGpuFabricInfo); nil: NOT_SUPPORTED (no fabric).
+	Fabric *FabricRequest `json:"fabric,omitempty"`
+}
+
+// FabricRequest is a GPU's NVLink fabric registration as nvmlDeviceGetGpuFabricInfo reports it
+// (multi-node NVLink: GPUs in one clique of one cluster share an NVLink domain).
+type FabricRequest struct {
+	ClusterUUID string `json:"clusterUuid"` // e.g. 00000001-0000-0000-0000-000000000001
+	CliqueID    uint32 `json:"cliqueId"`
+	State       string `json:"state,omitempty"` // completed (default), in-progress, not-started, not-supported
+}
+
+var fabricStates = map[string]uint8{ // nvmlGpuFabricState_t
+	"": nvml.GPU_FABRIC_STATE_COMPLETED, "completed": nvml.GPU_FABRIC_STATE_COMPLETED,
+	"in-progress": nvml.GPU_FABRIC_STATE_IN_PROGRESS, "not-started": nvml.GPU_FABRIC_STATE_NOT_STARTED,
+	"not-supported": nvml.GPU_FABRIC_STATE_NOT_SUPPORTED,
+}
+
+// info is what nvmlDeviceGetGpuFabricInfo answers for f, or why f is not a valid request.
+func (f *FabricRequest) info() (nvml.GpuFabricInfo, error) {
+	id, err := uuid.Parse(f.ClusterUUID)
+	if err != nil {
+		return nvml.GpuFabricInfo{}, fmt.Errorf("clusterUuid %q: %v", f.ClusterUUID, err)
+	}
+	state, ok := fabricStates[f.State]
+	if !ok {
+		return nvml.GpuFabricInfo{}, fmt.Errorf("state %q: not one of completed, in-progress, not-started, not-supported", f.State)
+	}
+	return nvml.GpuFabricInfo{ClusterUuid: id, CliqueId: f.CliqueID, State: state, Status: uint32(nvml.SUCCESS)}, nil
 }
 
 // MigProfileRequest is one GPU-instance profile as nvmlDeviceGetGpuInstanceProfileInfo reports it.
@@ -70,6 +100,7 @@ type GPU struct {
 	class      uint32
 	profiles   map[int]profileSpec // by GI profile id
 	migCapable bool
+	fabric     *nvml.GpuFabricInfo // nil: no fabric (NOT_SUPPORTED)
 }
 
 // Index is the GPU's NVML index (and minor number).
@@ -135,10 +166,18 @@ func ExpandGPUs(reqs []GPURequest) ([]*GPU, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gpus[%d].pciClass: %v", ri, err)
 		}
+		var fabric *nvml.GpuFabricInfo
+		if r.Fabric != nil {
+			info, err := r.Fabric.info()
+			if err != nil {
+				return nil, fmt.Errorf("gpus[%d].fabric: %v", ri, err)
+			}
+			fabric = &info
+		}
 		for k := 0; k < n; k++ {
 			i := len(out)
 			g := &GPU{GPURequest: r, index: i, deviceID: devID, class: class, profiles: profiles,
-				migCapable: r.MigCapable || len(profiles) > 0}
+				migCapable: r.MigCapable || len(profiles) > 0, fabric: fabric}
 			g.uuid = r.UUID
 			if g.uuid == "" {
 				g.uuid = "GPU-" + uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprintf("nvidia-oracle/gpu/%d", i))).String()
@@ -404,7 +443,12 @@ func newMockGPU(g *GPU) *mockGPU {
 	}
 	d.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 	d.GetNvLinkRemotePciInfoFunc = func(int) (nvml.PciInfo, nvml.Return) { return nvml.PciInfo{}, nvml.ERROR_NOT_SUPPORTED }
-	d.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) { return nvml.GpuFabricInfo{}, nvml.ERROR_NOT_SUPPORTED }
+	d.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) {
+		if g.fabric == nil {
+			return nvml.GpuFabricInfo{}, nvml.ERROR_NOT_SUPPORTED
+		}
+		return *g.fabric, nvml.SUCCESS
+	}
 	d.GetAddressingModeFunc = func() (nvml.DeviceAddressingMode, nvml.Return) {
 		return nvml.DeviceAddressingMode{}, nvml.ERROR_NOT_SUPPORTED
 	}

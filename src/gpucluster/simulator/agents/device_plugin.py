@@ -19,8 +19,12 @@ PLUGIN = "nvidia-device-plugin"
 GFD = "gpu-feature-discovery"
 
 
-def gpus(model: str, layout: Sequence[Sequence[str]], indices: Iterable[int]) -> tuple[GpuRequest, ...]:
-    """The GPUs ``indices`` of a node, grouped into runs with the same MIG devices (NVML order kept)."""
+def gpus(model: str, layout: Sequence[Sequence[str]], indices: Iterable[int], *,
+         fabric: tuple[str, int] | None = None) -> tuple[GpuRequest, ...]:
+    """The GPUs ``indices`` of a node, grouped into runs with the same MIG devices (NVML order kept).
+
+    ``fabric``: the NVLink fabric (cluster UUID, clique ID) every GPU of the node reports (a GB200 NVL72
+    node); None: none."""
     runs: list[tuple[tuple[str, ...], int]] = []
     for i in indices:
         devices = tuple(layout[i])
@@ -28,7 +32,7 @@ def gpus(model: str, layout: Sequence[Sequence[str]], indices: Iterable[int]) ->
             runs[-1] = (devices, runs[-1][1] + 1)
         else:
             runs.append((devices, 1))
-    return tuple(nvml.gpu_request(model, count, mig_devices=devices) for devices, count in runs)
+    return tuple(nvml.gpu_request(model, count, mig_devices=devices, fabric=fabric) for devices, count in runs)
 
 
 def request(
@@ -40,11 +44,13 @@ def request(
     mig_strategy: str,
     driver_version: str,
     mps_root: str,
+    fabric: tuple[str, int] | None = None,
 ) -> NodeRequest:
     """What the agents on a node with GPUs ``indices`` see (all GPUs for GFD and capacity, the
-    healthy ones for allocatable)."""
+    healthy ones for allocatable). ``fabric``: the NVLink fabric (cluster UUID, clique ID) of the
+    node's GPUs (see :func:`gpus`)."""
     return NodeRequest(
-        gpus=gpus(model, layout, indices),
+        gpus=gpus(model, layout, indices, fabric=fabric),
         driver_version=driver_version,
         cuda_driver_version=nvml.cuda_driver_version(driver_version),
         config=config,
