@@ -94,6 +94,7 @@ def cluster_vars(spec: Any) -> dict[str, Any]:
 def host_vars(spec: Any, host: Any, node: dict[str, Any]) -> dict[str, Any]:
     """Variables of one host: connection, pool facts, node labels/taints, MIG and RDMA settings."""
     # Imported here so that `ansible-doc` works without the package; the plugin itself needs it.
+    from gpucluster import catalog
     from gpucluster.render.gpu_operator import mig_config_name, mig_parted_config
     from gpucluster.render.kubelet import kubelet_patch
 
@@ -117,6 +118,11 @@ def host_vars(spec: Any, host: Any, node: dict[str, Any]) -> dict[str, Any]:
         # KubeletConfiguration ({}: the kubelet's defaults).
         "kubernetes_node_kubelet_patch": kubelet_patch(pool),
         "nvidia_driver_enabled": has_gpu,
+        # GPUs in a multi-node NVLink domain (GB200 NVL72): the DRA driver's ComputeDomains run the IMEX
+        # daemons in pods, so the host's own nvidia-imex.service is stopped, disabled and masked
+        # (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 docs/prerequisites.md; role nvidia_driver).
+        "nvidia_driver_imex_host_service_masked": bool(
+            has_gpu and (plat := catalog.platform(pool.gpu.platform)) is not None and plat.multi_node_nvlink),
         "nvidia_container_toolkit_enabled": host_toolkit,
         "container_runtime_nvidia_enabled": host_toolkit,
         "mig_host_enabled": False,

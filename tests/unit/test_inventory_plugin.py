@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from testkit import hostvars, inventory, role_vars
 
 from gpucluster.render.gpu_operator import mig_parted_config
@@ -79,6 +80,36 @@ def test_host_managed_driver_version_comes_from_the_spec(tmp_path, local_inv):
     hv = hostvars(json.loads(proc.stdout), "h100-1")
     assert hv["nvidia_driver_managed_by"] == "host"
     assert hv["nvidia_driver_version"] == "580.95.05"
+
+
+def test_only_hosts_of_a_multi_node_nvlink_pool_get_their_imex_service_masked(tmp_path):
+    """A GB200 NVL72 pool's hosts get nvidia_driver_imex_host_service_masked (the DRA driver's ComputeDomains
+    run IMEX in pods: kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 docs/prerequisites.md wants the host's
+    nvidia-imex.service disabled and masked); an H100 pool's host and the CPU control plane do not."""
+    spec = {
+        "metadata": {"name": "t"},
+        "hosts": [
+            {"name": "cp", "address": "10.0.0.1", "roles": ["control-plane"]},
+            {"name": "gb-1", "address": "10.0.0.2", "topology": {"nvlink": "rack-1"}},
+            {"name": "h100-1", "address": "10.0.0.3", "topology": {"nvlink": "box-h100-1"}},
+        ],
+        "nodePools": [
+            # a multi-node NVLink platform needs the NVLink tier and a DRA pool to validate
+            {"name": "gb200", "hosts": ["gb-1"], "gpu": {"model": "GB200", "count": 4, "platform": "gb200-nvl72"},
+             "dra": True},
+            {"name": "h100", "hosts": ["h100-1"], "gpu": {"model": "H100-SXM5-80GB", "count": 8}},
+        ],
+        "topology": {"tiers": ["nvlink"], "nvlinkTier": "nvlink"},
+        "tenants": [{"name": "team-a", "quota": {"gpus": 8}}],
+    }
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    shutil.copy(REPO / "inventories" / "local" / "hosts.gpucluster.yml", tmp_path)
+    proc = inventory(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    inv = json.loads(proc.stdout)
+    assert hostvars(inv, "gb-1")["nvidia_driver_imex_host_service_masked"] is True
+    assert hostvars(inv, "h100-1")["nvidia_driver_imex_host_service_masked"] is False
+    assert hostvars(inv, "cp")["nvidia_driver_imex_host_service_masked"] is False
 
 
 def test_broken_spec_fails_with_the_spec_message(tmp_path):
