@@ -95,6 +95,9 @@ NFD_NVIDIA_PCI = "feature.node.kubernetes.io/pci-10de.present"
 GPU_PRESENT = "nvidia.com/gpu.present"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_PRODUCT = "nvidia.com/gpu.product"
+#: GFD's NVLink clique of a node whose GPUs NVML reports registered in a multi-node NVLink fabric:
+#: ``<clusterUUID>.<cliqueID>`` (k8s-device-plugin v0.19.0 internal/lm/imex.go:29-83); absent elsewhere.
+GPU_CLIQUE = "nvidia.com/gpu.clique"
 GPU_MEMORY = "nvidia.com/gpu.memory"
 GPU_FAMILY = "nvidia.com/gpu.family"
 GPU_REPLICAS = "nvidia.com/gpu.replicas"

@@ -23,6 +23,7 @@ from gpucluster import labels as L
 from gpucluster.render.common import Obj, obj
 from gpucluster.render.contract import Kind
 from gpucluster.spec.model import ChartRef, ClaimTemplate, ClusterSpec, DeviceClass, SharingMode, Tenant
+from gpucluster.spec.nvlink import compute_domains
 from gpucluster.spec.selectors import device_class_cel, extended_class_cel
 from gpucluster.upstream import (
     DRA_EXTENDED_CLASS,
@@ -134,7 +135,10 @@ def values(spec: ClusterSpec) -> dict:
         # device plugin off on those nodes, which our node labels do).
         "gpuResourcesEnabledOverride": True,
         "nvidiaDriverRoot": "/run/nvidia/driver" if operator_driver else "/",
-        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
+        # ComputeDomains only where some DRA pool shares NVLink across hosts (gb200-nvl72): the chart's
+        # default (true, values.yaml:81) adds the compute-domain controller and a compute-domains container
+        # to every kubelet plugin pod, which refuses to start on drivers older than 570.158.01.
+        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": compute_domains(spec)}},
         "kubeletPlugin": plugin,
         # One gate for every kubelet plugin of the release (FEATURE_GATES env, fact values-featureGates):
         # validation makes every MIG-capable DRA pool ask for dynamic-mig when one does.

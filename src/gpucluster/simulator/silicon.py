@@ -11,7 +11,7 @@ import yaml
 
 from gpucluster import catalog
 from gpucluster.catalog import GpuModel
-from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.model import ClusterSpec, Host
 
 #: PyYAML's C parser where it is built (the wheels ship it): the same safe loading, ~10x faster on
 #: the packaged data files that every command reads.
@@ -43,8 +43,9 @@ def _layouts() -> dict[str, tuple[tuple[str, str], ...]]:
     raw = yaml.load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text(), Loader=_LOADER)
     out: dict[str, tuple[tuple[str, str], ...]] = {}
     for key, platform in raw["platforms"].items():
-        out[key] = tuple((str(g["pciBusID"]), str(g["pcieRoot"])) for g in platform["gpus"])
-    return out
+        if all("pciBusID" in g and "pcieRoot" in g for g in platform["gpus"]):
+            out[key] = tuple((str(g["pciBusID"]), str(g["pcieRoot"])) for g in platform["gpus"])
+    return out  # a platform without cited bus IDs (gb200-nvl72) has no layout: generic IDs, no root
 
 
 def _cited(platform: str | None, count: int) -> tuple[tuple[str, str], ...] | None:
@@ -92,6 +93,36 @@ class Silicon:
     link_type: str = "infiniband"
     #: The server platform (the pool's ``gpu.platform``): where its GPUs sit on PCIe (``data/platforms.yaml``).
     platform: str | None = None
+    #: The NVLink fabric NVML reports on every GPU, (cluster UUID, clique ID), on a multi-node NVLink
+    #: platform in a domain of ``topology.nvlinkTier``; None (NVML: fabric info NOT_SUPPORTED) elsewhere.
+    fabric: tuple[str, int] | None = None
+
+
+#: The clique ID the simulated fabric manager gives every NVLink domain's one partition: NVIDIA's own
+#: GB200 mock uses 0 too (NVIDIA/k8s-test-infra pkg/gpu/mocknvml/configs/mock-nvml-config-gb200.yaml,
+#: fabric.clique_id); a real rack's is whatever its fabric manager assigned (2 in NVIDIA's capture).
+SIMULATED_CLIQUE_ID = 0
+
+
+@cache
+def _multi_node_nvlink() -> frozenset[str]:
+    """Platforms whose hosts share NVLink across hosts (``nvlinkDomain`` in ``data/platforms.yaml``), read
+    from the table itself."""
+    raw = yaml.load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text(), Loader=_LOADER)
+    return frozenset(k for k, p in raw["platforms"].items() if p.get("nvlinkDomain"))
+
+
+def fabric_of(spec: ClusterSpec, host: Host, platform: str | None) -> tuple[str, int] | None:
+    """What NVML reports as the fabric of ``host``'s GPUs: registered (state COMPLETED) in the NVLink domain
+    the spec puts the host in, one cluster UUID per domain (stable per cluster), or None (not supported)."""
+    tier = spec.topology.nvlink_tier
+    if platform not in _multi_node_nvlink() or not tier:
+        return None
+    domain = host.topology.get(tier)
+    if domain is None:
+        return None
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpucluster://{spec.metadata.name}/nvlink/{domain}")), \
+        SIMULATED_CLIQUE_ID
 
 
 def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
@@ -108,5 +139,6 @@ def silicon_of(spec: ClusterSpec) -> dict[str, Silicon]:
             nics=tuple(rdma.interfaces) if rdma else (),
             link_type=rdma.link_type if rdma else "infiniband",
             platform=gpu.platform if gpu else None,
+            fabric=fabric_of(spec, host, gpu.platform) if gpu else None,
         )
     return out

@@ -637,6 +637,12 @@ class Topology(Model):
         default_factory=list,
         description="Gang shapes the cluster must be able to place inside one domain: validation refuses a "
         "spec where no domain of the tier holds that many GPUs, and doctor says where one fits now.")
+    nvlink_tier: Name | None = Field(
+        default=None,
+        description="The tier of topology.tiers whose domains are multi-node NVLink domains (e.g. nvlink: one "
+        "GB200 NVL72 rack). Required when a pool's gpu.platform is a multi-node NVLink system (gb200-nvl72): its "
+        "hosts name their NVLink domain there, GFD labels each node's nvidia.com/gpu.clique, the DRA driver "
+        "runs ComputeDomains, and verify checks that each domain's nodes share one clique (docs/topology.md).")
 
 
 # --- networking -------------------------------------------------------------------------------

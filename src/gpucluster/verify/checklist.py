@@ -18,6 +18,9 @@ CHECKLIST: list[tuple[str, list[str], str]] = [
     ("Fabric topology: nodes in their leaf/spine domains for topology-aware gangs", ["topology-domains", "node-labels"],
      "verify checks the HyperNode tree and node labels against the spec; the placement itself is Volcano's "
      "(network-topology-aware plugin), proven live in tests/integration/test_topology_live.py"),
+    ("Multi-node NVLink: each NVLink domain's nodes in one fabric clique for ComputeDomains", ["nvlink-clique"],
+     "verify compares GFD's clique labels with the spec's NVLink domains; the IMEX channels a ComputeDomain "
+     "gets are the DRA driver's and are proven only on real NVLink fabric (docs/topology.md)"),
     ("NUMA alignment: GPUs, CPUs and memory of a pod on the NUMA nodes the pool's kubelet policies give",
      ["kubelet-resource-managers"],
      "verify reads each tuned pool's kubelet configuration from the kubelet itself (/configz); the alignment a pod "

@@ -47,6 +47,8 @@ CHECKS: dict[str, str] = {
     "tenant-limitrange": "each tenant's LimitRange",
     "tenant-queue": "each tenant's Volcano queue",
     "topology-domains": "each node in the Volcano HyperNode of its fabric domain at every tier",
+    "nvlink-clique": "the nodes of each NVLink domain report one NVLink clique (GFD's nvidia.com/gpu.clique), "
+                     "no two domains the same",
     "kubelet-resource-managers": "the Topology, CPU and Memory Manager policies each kubelet runs, as its pool sets",
     "tenant-security": "Pod Security labels and NetworkPolicies of each tenant namespace",
     "network-policy-enforcer": "flannel's NetworkPolicy add-on (kube-network-policies) runs, ready on every host",
@@ -95,6 +97,7 @@ NO_CHART_REPOSITORIES: dict[str, str] = {
     "gpu-health": "--no-chart-repositories: neither the DCGM exporter nor the GPU Operator's validator runs",
     "tenant-queue": "--no-chart-repositories: Volcano's chart, which brings the Queue CRD, is not installed",
     "topology-domains": "--no-chart-repositories: Volcano's chart, which brings the HyperNode CRD, is not installed",
+    "nvlink-clique": "--no-chart-repositories: GPU Feature Discovery, which labels the clique, does not run",
     "network-policy-enforcer": "--no-chart-repositories: flannel's chart, whose add-on enforces NetworkPolicies, "
                                "is not installed",
 }

@@ -27,7 +27,7 @@ from gpucluster.verify.kubelet import kubelet_checks
 from gpucluster.verify.model import Result, compare, differences, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.tenancy import admission_checks, rbac_checks, security_checks, tenant_checks
-from gpucluster.verify.topology import topology_checks
+from gpucluster.verify.topology import nvlink_checks, topology_checks
 
 GPU_PREFIXES = ("nvidia.com/", "rdma/")
 
@@ -697,7 +697,8 @@ def run(spec: ClusterSpec, snap: Snapshot, states: dict[str, HostState] | None =
             *dra_claims.claim_checks(spec, snap), *dra_claims.extended_checks(spec, snap),
             *dra_claims.quarantine_checks(spec, snap),
             *daemonset_checks(spec, snap, charts_reachable=charts_reachable),
-            *tenant_checks(spec, snap), *topology_checks(spec, snap), *kubelet_checks(spec, snap, simulated=simulated),
+            *tenant_checks(spec, snap), *topology_checks(spec, snap),
+            *nvlink_checks(spec, snap), *kubelet_checks(spec, snap, simulated=simulated),
             *security_checks(spec, snap),
             *enforcer_checks(spec, snap, charts_reachable=charts_reachable),
             *admission_checks(spec, snap), *rbac_checks(spec, snap), *priority_checks(spec, snap),

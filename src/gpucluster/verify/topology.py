@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from gpucluster import labels as L
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.nvlink import nvlink_domains, nvlink_platform
 from gpucluster.verify.model import Result, fail, ok, skip
 from gpucluster.verify.snapshot import Snapshot
 
@@ -120,3 +122,61 @@ def topology_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
                        "takes no topology-constrained gang")
         else:
             yield ok("topology-domains", host.name, what, "as the spec places it")
+
+
+def nvlink_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
+    """``nvlink-clique``: the nodes of one NVLink domain (``topology.nvlinkTier``) report one NVLink clique,
+    and no two domains report the same one.
+
+    GPU Feature Discovery labels ``nvidia.com/gpu.clique`` from what NVML reports of the node's GPUs
+    (k8s-device-plugin v0.19.0 ``internal/lm/imex.go:29-83``): only once the fabric registered them (state
+    COMPLETED, a non-zero cluster UUID) and only when every GPU of the node agrees. So a missing label is a
+    node outside the fabric (NVLink switch trays or fabric manager down), and a split domain or two racks
+    with one clique is cabling that disagrees with the spec; either way a ComputeDomain does not span what
+    the spec says. Read from the live labels only, compared with the spec's domains, never computed.
+    """
+    pools = {h: nvlink_platform(spec.pool_of(h)) for h in (x.name for x in spec.hosts)}
+    domains = {d: [h for h in hosts if pools.get(h) is not None] for d, hosts in nvlink_domains(spec).items()}
+    domains = {d: hosts for d, hosts in domains.items() if hosts}
+    if not domains:
+        return
+    nodes = {n["metadata"]["name"]: n for n in snap.nodes}
+    owner: dict[str, str] = {}  # clique -> the first domain that reports it
+    for domain, hosts in sorted(domains.items()):
+        read: dict[str, str] = {}
+        for name in hosts:
+            node = nodes.get(name)
+            if node is None:
+                yield skip("nvlink-clique", name, "node is missing (see node-ready)")
+                continue
+            labels = node["metadata"].get("labels") or {}
+            if L.GPU_PRODUCT not in labels:
+                yield skip("nvlink-clique", name, "GPU Feature Discovery has not labelled this node (see "
+                           "node-labels)")
+                continue
+            if L.GPU_CLIQUE not in labels:
+                yield fail("nvlink-clique", name, f"one clique for NVLink domain {domain}",
+                           f"no {L.GPU_CLIQUE} label: NVML does not report this node's GPUs registered in an "
+                           "NVLink fabric", "check the NVLink switch trays and nvidia-fabricmanager on the rack "
+                           "(`nvidia-smi -q | grep -A4 Fabric` on the node: State Completed, a cluster UUID)")
+                continue
+            read[name] = labels[L.GPU_CLIQUE]
+        cliques = sorted(set(read.values()))
+        majority = max(cliques, key=lambda c: (list(read.values()).count(c), c == read.get(hosts[0])),
+                       default=None)
+        taken = owner.get(majority) if majority is not None else None
+        for name, clique in read.items():
+            want = f"one clique for NVLink domain {domain}"
+            if len(cliques) > 1:
+                others = ", ".join(f"{n}: {c}" for n, c in sorted(read.items()) if c != clique)
+                yield fail("nvlink-clique", name, want, f"{clique}; other nodes of {domain} report {others}",
+                           f"the fabric splits {domain}: fix the spec's {spec.topology.nvlink_tier} domains to "
+                           "match the racks, or the NVLink partition")
+            elif taken is not None:
+                yield fail("nvlink-clique", name, want, f"{clique}, the clique of NVLink domain {taken} too",
+                           f"{domain} and {taken} are one NVLink fabric: give their hosts one "
+                           f"{spec.topology.nvlink_tier} domain")
+            else:
+                yield ok("nvlink-clique", name, want, clique)
+        if majority is not None and taken is None:
+            owner[majority] = domain

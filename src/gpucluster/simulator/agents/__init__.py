@@ -167,12 +167,12 @@ def plan(view: ClusterView, node: NodeView) -> Plan:
         unhealthy = _indices(node.annotations.get(L.FAULT_UNHEALTHY_GPUS))
         ask = dict(config=config, mig_strategy=op.mig_strategy, driver_version=view.driver_version,
                    mps_root=op.mps_root)
-        p.capacity = device_plugin.request(si.model.key, state.applied, range(si.count), **ask)
+        p.capacity = device_plugin.request(si.model.key, state.applied, range(si.count), fabric=si.fabric, **ask)
         if model.mig and any(state.applied) and model.mig.device_memory_mib != model.memory_mib:
             p.memory = (str(model.mig.device_memory_mib), str(model.memory_mib))
         healthy = [i for i in range(si.count) if i not in unhealthy]
         if p.plugin and healthy and len(healthy) < si.count:
-            p.allocatable = device_plugin.request(si.model.key, state.applied, healthy, **ask)
+            p.allocatable = device_plugin.request(si.model.key, state.applied, healthy, fabric=si.fabric, **ask)
     if view.dra and dra_plugin.scheduled(view.dra_plugin, labels):
         # The plugin publishes what it enumerated when its pod started (a new pod: a new template, or
         # the first sync it runs after not running), not the layout the GPUs have now.

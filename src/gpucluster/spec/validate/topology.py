@@ -15,7 +15,15 @@ from collections import defaultdict
 from itertools import pairwise
 
 from gpucluster import labels as L
+from gpucluster import versions
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.nvlink import (
+    MAX_NODES_PER_IMEX_DOMAIN,
+    MIN_COMPUTE_DOMAIN_DRIVER,
+    driver_numbers,
+    nvlink_domains,
+    nvlink_platform,
+)
 from gpucluster.spec.validate.common import Collector, close
 
 #: The name part of a node label is at most 63 characters: ``topology-`` plus the tier name.
@@ -57,6 +65,7 @@ def check(spec: ClusterSpec, c: Collector) -> None:
                 f"give it one, e.g. topology: {{{', '.join(f'{t}: <{t}-name>' for t in tiers)}}}")
     _one_parent(spec, c)
     _gangs(spec, c)
+    _nvlink(spec, c)
     if tiers and not spec.scheduling.volcano.enabled:
         c.warn("topology.tiers", "with scheduling.volcano.enabled false only the node labels are rendered: no "
                "HyperNodes, and nothing enforces a gang's topology", "enable Volcano for topology-aware gangs")
@@ -97,3 +106,59 @@ def _gangs(spec: ClusterSpec, c: Collector) -> None:
                     f"{gang.within} holds {biggest} (GPUs per {gang.within}: {where})",
                     (f"let it span a wider tier (within: {wider[0]}), " if wider else "")
                     + f"or add GPU hosts to one {gang.within}")
+
+
+def _nvlink(spec: ClusterSpec, c: Collector) -> None:
+    """Multi-node NVLink (GB200 NVL72): which tier is the NVLink domain, and that each domain can be one."""
+    tier, tiers = spec.topology.nvlink_tier, spec.topology.tiers
+    if tier is not None and tier not in tiers:
+        c.error("topology.nvlinkTier", f"{tier!r} is not a tier of topology.tiers",
+                close(tier, tiers) or "add it to topology.tiers (closest first, e.g. [nvlink, leaf, spine])")
+        return
+    pools = [(i, p, plat) for i, p in enumerate(spec.node_pools) if (plat := nvlink_platform(p)) is not None]
+    for i, pool, plat in pools:
+        assert pool.gpu is not None
+        if tier is None:
+            c.error(f"nodePools[{i}].gpu.platform", f"{plat.key} hosts share NVLink with other hosts "
+                    f"({plat.nvlink_domain.gpus if plat.nvlink_domain else 0} GPUs per NVLink domain), but the "
+                    "spec does not say which tier is the NVLink domain",
+                    "add the tier and name each host's domain there, e.g. topology: {tiers: [nvlink, leaf], "
+                    "nvlinkTier: nvlink} and hosts[].topology: {nvlink: rack-01, leaf: leaf-01}")
+        if not pool.uses_dra:
+            c.error(f"nodePools[{i}].dra", f"pool {pool.name!r} is on {plat.key}: its GPUs' ComputeDomains "
+                    "(IMEX channels across the NVLink domain) come from the DRA driver's kubelet plugin, which "
+                    "runs on DRA pools only", f"set nodePools[{i}].dra: true")
+    if pools:
+        version = spec.gpu_operator.driver.version
+        numbers = driver_numbers(version)
+        if numbers is not None and numbers < MIN_COMPUTE_DOMAIN_DRIVER:
+            c.error("gpuOperator.driver.version", f"ComputeDomains (pools on {pools[0][2].key}) need NVIDIA "
+                    f"driver 570.158.01 or newer: the DRA driver's compute-domain plugin refuses to start on "
+                    f"{version}", f"pin a driver >= 570.158.01, e.g. the default {versions.NVIDIA_DRIVER}")
+    if tier is None:
+        return
+    index = {h.name: i for i, h in enumerate(spec.hosts)}
+    for domain, hosts in sorted(nvlink_domains(spec).items()):
+        plats = {h: nvlink_platform(spec.pool_of(h)) for h in hosts}
+        outside = [h for h, p in plats.items() if p is None]
+        inside = sorted({p.key for p in plats.values() if p is not None})
+        first = f"hosts[{index[hosts[0]]}].topology.{tier}"
+        if outside and inside:
+            c.error(f"hosts[{index[outside[0]]}].topology.{tier}", f"NVLink domain {domain!r} mixes hosts of a "
+                    f"multi-node NVLink platform ({', '.join(inside)}) with hosts outside one "
+                    f"({', '.join(outside)}): NVLink does not reach them, and no ComputeDomain can span them",
+                    f"give {', '.join(outside)} another {tier} domain")
+        elif not inside:
+            continue  # a tier named nvlink on other hosts: only a fabric tier there
+        elif len(inside) > 1:
+            c.error(first, f"NVLink domain {domain!r} mixes platforms {', '.join(inside)}",
+                    "one NVLink domain is one system: give each platform's hosts their own domain")
+        plat = next(p for p in plats.values() if p is not None)
+        assert plat.nvlink_domain is not None
+        most = min(plat.nvlink_domain.hosts, MAX_NODES_PER_IMEX_DOMAIN)
+        if len(hosts) > most:
+            c.error(f"hosts[{index[hosts[most]]}].topology.{tier}",
+                    f"NVLink domain {domain!r} has {len(hosts)} hosts; one {plat.key} domain holds "
+                    f"{plat.nvlink_domain.hosts} ({plat.nvlink_domain.gpus} GPUs), and the DRA driver's "
+                    f"ComputeDomains span at most {MAX_NODES_PER_IMEX_DOMAIN} nodes",
+                    f"split the hosts into domains of at most {most} (one per NVLink rack)")
