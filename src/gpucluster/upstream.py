@@ -60,6 +60,13 @@ DRA_DRIVER = "gpu.nvidia.com"
 #: tests/upstream/facts/dra-driver.yaml chart-deviceclasses-gpus); ``gpu.nvidia.com`` also names
 #: ``nvidia.com/gpu`` as its extended resource (deviceclass-gpu-extended-resource-name).
 DRA_CHART_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
+#: The DeviceClass of a ComputeDomain's IMEX channel, which the chart creates with computeDomains on: the
+#: controller's ResourceClaimTemplate in the workload's namespace claims it (fact
+#: compute-domain-channel-class). Tenants who run ComputeDomains claim it; the daemon class
+#: compute-domain-daemon.nvidia.com is the driver's own, in its namespace.
+DRA_COMPUTE_DOMAIN_CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+#: The ComputeDomain API a workload creates, (group, plural, version) (fact compute-domain-api).
+COMPUTE_DOMAIN_API = ("resource.nvidia.com", "computedomains", "v1beta1")
 #: The ``brand`` attribute of NVIDIA datacenter GPUs (go-nvlib's string for NVML BRAND_NVIDIA; fact
 #: brand-value-nvidia).
 DRA_BRAND = "Nvidia"

@@ -108,6 +108,8 @@ def test_compute_domains_run_only_where_a_dra_pool_shares_nvlink(raw, write_spec
     raw["topology"] = {"tiers": ["leaf"]}
     for h in raw["hosts"]:
         h.get("topology", {}).pop("nvlink", None)
+    del raw["tenants"][0]["quota"]["deviceClasses"]["compute-domain-default-channel.nvidia.com"]
+    raw["dra"]["deviceClasses"][0]["selector"] = {"productNameContains": "H100"}
     plain = load_spec(write_spec(raw))
     assert dra_driver.values(plain)["resources"]["computeDomains"] == {"enabled": False}
 
@@ -173,3 +175,38 @@ def test_a_node_gfd_has_not_labelled_is_not_measured_not_passed() -> None:
     del nodes[0]["metadata"]["labels"]["nvidia.com/gpu.product"]
     got = {r.subject: r.verdict.value for r in nvlink_checks(SPEC, Snapshot(nodes=nodes))}
     assert got["g-1"] == "not-measured" and got["g-2"] == "pass"
+
+
+# -- tenants: who may run ComputeDomains -------------------------------------------------------------------
+def test_only_a_tenant_with_imex_channels_may_create_compute_domains_and_holds_as_many() -> None:
+    from gpucluster.render import tenants
+    from gpucluster.verify.tenancy import expected_access
+
+    research, inference = SPEC.tenants
+    cd_rule = {"apiGroups": ["resource.nvidia.com"], "resources": ["computedomains"], "verbs": tenants.WRITE}
+    for t, granted in ((research, True), (inference, False)):
+        roles = [o for o in tenants.rbac(t) if o["kind"] == "Role"]
+        assert {o["metadata"]["name"] for o in roles} == {"tenant-user", "tenant-admin"}
+        assert all((cd_rule in o["rules"]) is granted for o in roles), t.name
+        hard = tenants.quota_hard(SPEC, t)
+        assert hard["count/computedomains.resource.nvidia.com"] == ("4" if granted else "0")
+        assert hard["compute-domain-default-channel.nvidia.com.deviceclass.resource.k8s.io/devices"] == (
+            "4" if granted else "0")
+    # verify asks the authorizer exactly that, from the spec (not from the rendered Role)
+    asked = {(q.group, q.namespace): allowed for q, allowed in expected_access(SPEC).items()
+             if q.resource == "computedomains"}
+    assert asked == {("research-users", "research"): True, ("inference-users", "inference"): False}
+
+
+def test_without_compute_domains_the_channel_class_is_unknown_and_nothing_is_granted(raw, write_spec) -> None:
+    from gpucluster.render import tenants
+
+    raw["nodePools"][0]["dra"] = False
+    raw["nodePools"][0]["gpu"] = {"model": "H100-SXM5-80GB", "count": 8, "platform": "dgx-h100"}
+    del raw["topology"]["nvlinkTier"]
+    p = find(problems(write_spec, raw), "tenants[0].quota.deviceClasses.compute-domain-default-channel.nvidia.com")
+    assert "unknown DeviceClass" in p.message
+    del raw["tenants"][0]["quota"]["deviceClasses"]["compute-domain-default-channel.nvidia.com"]
+    raw["dra"] = {"deviceClasses": [{"name": "gb200", "selector": {"productNameContains": "H100"}}]}
+    plain = load_spec(write_spec(raw))
+    assert not any("computedomains" in k for t in plain.tenants for k in tenants.quota_hard(plain, t))

@@ -25,7 +25,13 @@ from gpucluster.render.dra_driver import tenant_claim_templates
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.capacity import offered_resources
 from gpucluster.spec.model import ClusterSpec, Tenant
-from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS
+from gpucluster.spec.nvlink import compute_domains
+from gpucluster.upstream import (
+    COMPUTE_DOMAIN_API,
+    DRA_CHART_DEVICE_CLASSES,
+    DRA_COMPUTE_DOMAIN_CHANNEL_CLASS,
+    DRA_EXTENDED_CLASS,
+)
 
 RBAC = "rbac.authorization.k8s.io/v1"
 READ = ["get", "list", "watch"]
@@ -75,9 +81,20 @@ def tenant_namespace(t: Tenant, spec: ClusterSpec) -> Obj:
 
 def device_classes(spec: ClusterSpec) -> list[str]:
     """Every DeviceClass that can exist in this cluster: the spec's, the DRA chart's own and ours for
-    plain ``nvidia.com/gpu`` (rendered whenever the chart is installed)."""
+    plain ``nvidia.com/gpu`` (rendered whenever the chart is installed), and the chart's ComputeDomain
+    channel class where the release runs ComputeDomains."""
     ours = {DRA_EXTENDED_CLASS} if dra_driver.enabled(spec) and spec.dra.enabled else set()
-    return sorted({dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES) | ours)
+    channels = {DRA_COMPUTE_DOMAIN_CHANNEL_CLASS} if compute_domains(spec) else set()
+    return sorted({dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES) | ours | channels)
+
+
+def compute_domain_quota(spec: ClusterSpec, t: Tenant) -> int | None:
+    """How many ComputeDomains the tenant may hold: its IMEX channel devices
+    (``quota.deviceClasses`` of the channel class; a ComputeDomain is used through at least one), 0 for a
+    tenant without them, None where the release runs no ComputeDomains."""
+    if not compute_domains(spec):
+        return None
+    return t.quota.device_classes.get(DRA_COMPUTE_DOMAIN_CHANNEL_CLASS, 0)
 
 
 def device_quota(spec: ClusterSpec, t: Tenant) -> dict[str, int]:
@@ -118,6 +135,9 @@ def quota_hard(spec: ClusterSpec, t: Tenant) -> dict[str, str]:
         hard["limits.memory"] = t.quota.memory
     if t.quota.pods is not None:
         hard["pods"] = str(t.quota.pods)
+    if (domains := compute_domain_quota(spec, t)) is not None:
+        group, plural, _ = COMPUTE_DOMAIN_API
+        hard[f"count/{plural}.{group}"] = str(domains)
     return hard
 
 
@@ -136,10 +156,21 @@ def limit_range(t: Tenant) -> Obj:
     }]})
 
 
+def compute_domain_rule(t: Tenant) -> list[dict]:
+    """Write access to ComputeDomains for a tenant that may claim their IMEX channels, else none. The
+    controller then creates the channel's ResourceClaimTemplate in the tenant's namespace, which the
+    admission policy checks like the tenant's own and the quota counts."""
+    if DRA_COMPUTE_DOMAIN_CHANNEL_CLASS not in t.quota.device_classes:
+        return []
+    group, plural, _ = COMPUTE_DOMAIN_API
+    return [{"apiGroups": [group], "resources": [plural], "verbs": WRITE}]
+
+
 def rbac(t: Tenant) -> list[Obj]:
     # fresh copies: the rule tables are shared constants whose rules share verb lists, and no part of
     # one rendered object may alias another (a YAML dump would write anchors)
-    out = [obj(RBAC, "Role", name, t.ns, rules=json.loads(json.dumps(rules))) for name, rules in ROLES.items()]
+    out = [obj(RBAC, "Role", name, t.ns, rules=json.loads(json.dumps(rules + compute_domain_rule(t))))
+           for name, rules in ROLES.items()]
     for role, groups in (("tenant-admin", t.admins), ("tenant-user", t.users)):
         if groups:
             out.append(obj(RBAC, "RoleBinding", role, t.ns,

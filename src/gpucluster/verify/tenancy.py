@@ -30,7 +30,8 @@ from gpucluster.render import tenant_admission, volcano
 from gpucluster.render import tenants as render
 from gpucluster.render.volcano import queue_capability
 from gpucluster.spec.model import ClusterSpec, Tenant
-from gpucluster.upstream import VOLCANO_QUEUE_DEFAULTS
+from gpucluster.spec.nvlink import compute_domains
+from gpucluster.upstream import COMPUTE_DOMAIN_API, DRA_COMPUTE_DOMAIN_CHANNEL_CLASS, VOLCANO_QUEUE_DEFAULTS
 from gpucluster.verify.model import Result, differences, fail, ok, skip
 from gpucluster.verify.snapshot import AccessQuestion, Snapshot
 
@@ -222,6 +223,11 @@ def expected_access(spec: ClusterSpec) -> dict[AccessQuestion, bool]:
             for group in groups:
                 for verb, api, res in _grants(render.ROLES[role]):
                     out[AccessQuestion(group, verb, api, res, t.ns)] = True
+                if compute_domains(spec):
+                    # ComputeDomains: created by the tenants that may claim their IMEX channels, no other
+                    group_, plural, _ = COMPUTE_DOMAIN_API
+                    channels = DRA_COMPUTE_DOMAIN_CHANNEL_CLASS in t.quota.device_classes
+                    out[AccessQuestion(group, "create", group_, plural, t.ns)] = channels
                 for api, res in PROTECTED_NAMESPACED:
                     out.update({AccessQuestion(group, v, api, res, t.ns): False for v in WRITES})
                 for api, res in PROTECTED_CLUSTER:

@@ -6,8 +6,9 @@ import ipaddress
 
 from gpucluster.spec import capacity
 from gpucluster.spec.model import ClusterSpec
+from gpucluster.spec.nvlink import compute_domains
 from gpucluster.spec.validate.common import Collector, close
-from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_EXTENDED_CLASS
+from gpucluster.upstream import DRA_CHART_DEVICE_CLASSES, DRA_COMPUTE_DOMAIN_CHANNEL_CLASS, DRA_EXTENDED_CLASS
 
 #: Namespaces Kubernetes itself creates and uses.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -46,6 +47,8 @@ def check(spec: ClusterSpec, c: Collector, capacity_known: bool) -> None:
     classes = {dc.name for dc in spec.dra.device_classes} | set(DRA_CHART_DEVICE_CLASSES)
     if any(p.uses_dra for p in spec.gpu_pools):
         classes.add(DRA_EXTENDED_CLASS)
+    if compute_domains(spec):  # the chart's ComputeDomain channel class (render/tenants.py device_classes)
+        classes.add(DRA_COMPUTE_DOMAIN_CHANNEL_CLASS)
     templates = {t.name: t for t in spec.dra.claim_templates}
     reserved = reserved_namespaces(spec)
     offered = capacity.offered_resources(spec) if capacity_known else None  # unknown models: no offer to judge
