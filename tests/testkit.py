@@ -44,6 +44,11 @@ def problems(write_spec: Any, spec: dict[str, Any] | str) -> list[Problem]:
     return info.value.problems
 
 
+def host(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    """Host ``name`` of a raw spec dict (to edit it in place)."""
+    return next(h for h in raw["hosts"] if h["name"] == name)
+
+
 def find(probs: list[Problem], path: str) -> Problem:
     """The first problem at ``path``; the test fails listing them all when there is none."""
     hits = [p for p in probs if p.path == path]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from testkit import find, problems
+from testkit import find, host, problems
 
 from gpucluster import catalog
 from gpucluster.render import dra_driver
@@ -31,10 +31,6 @@ GB200 = ("g-1", "g-2", "g-3", "g-4")
 @pytest.fixture
 def raw() -> dict:
     return copy.deepcopy(RAW)
-
-
-def host(raw: dict, name: str) -> dict:
-    return next(h for h in raw["hosts"] if h["name"] == name)
 
 
 # -- the catalog -------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from testkit import by_kind, find, problems
+from testkit import by_kind, find, host, problems
 
 from gpucluster.doctor import diagnose_pod
 from gpucluster.doctor.model import View
@@ -30,10 +30,6 @@ HOSTS = ("a-1", "a-2", "b-1", "b-2")
 @pytest.fixture
 def raw() -> dict:
     return copy.deepcopy(RAW)
-
-
-def host(raw: dict, name: str) -> dict:
-    return next(h for h in raw["hosts"] if h["name"] == name)
 
 
 # -- the spec's rules ----------------------------------------------------------------------------

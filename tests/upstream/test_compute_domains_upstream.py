@@ -36,6 +36,9 @@ def test_compute_domains_are_turned_on_against_the_charts_default_only_where_nee
     # the chart turns them on by default: a release with only single-node pools must say false
     assert fact("dra-driver", "values-resources-computeDomains-enabled") == {"exists": True, "default": True}
     assert dra_driver.values(SPEC)["resources"]["computeDomains"] == {"enabled": True}
+    local = load_spec(REPO / "inventories" / "local")  # DRA pools, none on a multi-node NVLink platform
+    assert any(p.uses_dra for p in local.node_pools)
+    assert dra_driver.values(local)["resources"]["computeDomains"] == {"enabled": False}
 
 
 def test_the_role_turns_the_host_imex_service_off_as_the_prerequisites_say() -> None:

@@ -34,15 +34,21 @@ def gpu_uuid(cluster: str, node: str, index: int, mig: str = "") -> str:
 
 
 @cache
+def _platforms() -> dict[str, dict]:
+    """The raw platform table ``data/platforms.yaml``, read once: the simulator reads the cited table itself."""
+    raw = yaml.load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text(), Loader=_LOADER)
+    return dict(raw["platforms"])
+
+
+@cache
 def _layouts() -> dict[str, tuple[tuple[str, str], ...]]:
     """Platform key -> (pciBusID, pcieRoot) per GPU index, read from the cited table ``data/platforms.yaml``.
 
     The simulator reads the table itself: verification's expectation (:mod:`gpucluster.devices`, through
     :func:`gpucluster.catalog.platform`) shares the cited data, not this lookup.
     """
-    raw = yaml.load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text(), Loader=_LOADER)
     out: dict[str, tuple[tuple[str, str], ...]] = {}
-    for key, platform in raw["platforms"].items():
+    for key, platform in _platforms().items():
         if all("pciBusID" in g and "pcieRoot" in g for g in platform["gpus"]):
             out[key] = tuple((str(g["pciBusID"]), str(g["pcieRoot"])) for g in platform["gpus"])
     return out  # a platform without cited bus IDs (gb200-nvl72) has no layout: generic IDs, no root
@@ -108,8 +114,7 @@ SIMULATED_CLIQUE_ID = 0
 def _multi_node_nvlink() -> frozenset[str]:
     """Platforms whose hosts share NVLink across hosts (``nvlinkDomain`` in ``data/platforms.yaml``), read
     from the table itself."""
-    raw = yaml.load(resources.files("gpucluster").joinpath("data/platforms.yaml").read_text(), Loader=_LOADER)
-    return frozenset(k for k, p in raw["platforms"].items() if p.get("nvlinkDomain"))
+    return frozenset(k for k, p in _platforms().items() if p.get("nvlinkDomain"))
 
 
 def fabric_of(spec: ClusterSpec, host: Host, platform: str | None) -> tuple[str, int] | None:

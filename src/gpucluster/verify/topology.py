@@ -135,9 +135,9 @@ def nvlink_checks(spec: ClusterSpec, snap: Snapshot) -> Iterator[Result]:
     with one clique is cabling that disagrees with the spec; either way a ComputeDomain does not span what
     the spec says. Read from the live labels only, compared with the spec's domains, never computed.
     """
-    pools = {h: nvlink_platform(spec.pool_of(h)) for h in (x.name for x in spec.hosts)}
-    domains = {d: [h for h in hosts if pools.get(h) is not None] for d, hosts in nvlink_domains(spec).items()}
-    domains = {d: hosts for d, hosts in domains.items() if hosts}
+    fabric = {d: [h for h in hosts if nvlink_platform(spec.pool_of(h)) is not None]
+              for d, hosts in nvlink_domains(spec).items()}
+    domains = {d: hosts for d, hosts in fabric.items() if hosts}
     if not domains:
         return
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
